@@ -1,0 +1,593 @@
+/* softaff — /etc/softaff/softaff.conf: defaults, loading and validation. */
+#define G_LOG_DOMAIN "softaff-config"
+
+#include "sa-config.h"
+
+#include <string.h>
+#include <sys/un.h>
+
+#include "sa-config-defs.h"
+#include "sa-cpuset.h"
+#include "sa-error.h"
+
+#define DEFAULT_INTERVAL_MS 500
+#define DEFAULT_URI "qemu:///system"
+#define MAX_CONFIG_BYTES (1024 * 1024)
+
+/* Ranges; contrib/softaff.conf documents the same numbers. */
+#define INTERVAL_MS_MIN 50
+#define INTERVAL_MS_MAX 60000
+#define DWELL_MS_MAX 600000
+#define MAX_HOLDOFF_MS_MAX 3600000
+#define METRICS_EVERY_MAX 1000000
+
+/* Every group and key the file may have. */
+static const char *const daemon_keys[] = {"interval_ms", "uri", "socket", "backend", NULL};
+static const char *const partitions_keys[] = {"layout", "custom", NULL};
+static const char *const policy_keys[] = {"softness",  "manage",         "dwell_ms",
+                                          "smoothing", "max_holdoff_ms", NULL};
+static const char *const hook_keys[] = {"strict", NULL};
+static const char *const qmp_keys[] = {"sockets", NULL};
+static const char *const metrics_keys[] = {"textfile", "every", NULL};
+
+static const struct {
+    const char *name;
+    const char *const *keys;
+} known_groups[] = {
+    {"daemon", daemon_keys}, {"partitions", partitions_keys},
+    {"policy", policy_keys}, {"hook", hook_keys},
+    {"qmp", qmp_keys},       {"metrics", metrics_keys},
+};
+
+const char *sa_manage_to_string(SaManage manage)
+{
+    switch (manage) {
+    case SA_MANAGE_ALL:
+        return "all";
+    case SA_MANAGE_EXPLICIT:
+        return "explicit";
+    }
+    return "unknown";
+}
+
+const char *sa_backend_to_string(SaBackend backend)
+{
+    switch (backend) {
+    case SA_BACKEND_LIBVIRT:
+        return "libvirt";
+    case SA_BACKEND_QMP:
+        return "qmp";
+    case SA_BACKEND_BOTH:
+        return "both";
+    }
+    return "unknown";
+}
+
+SaConfig *sa_config_new_default(void)
+{
+    SaConfig *cfg = g_new0(SaConfig, 1);
+
+    cfg->path = NULL;
+    cfg->interval_ms = DEFAULT_INTERVAL_MS;
+    cfg->uri = g_strdup(DEFAULT_URI);
+    cfg->socket = g_strdup(SA_DEFAULT_SOCKET);
+    cfg->backend = SA_BACKEND_LIBVIRT;
+    cfg->layout = SA_LAYOUT_NODE;
+    cfg->custom = NULL;
+    sa_policy_config_init(&cfg->policy);
+    cfg->manage = SA_MANAGE_ALL;
+    cfg->hook_strict = false;
+    cfg->qmp_sockets = g_new0(char *, 1);
+    cfg->metrics_textfile = NULL;
+    cfg->metrics_every = 1;
+    return cfg;
+}
+
+void sa_config_free(SaConfig *cfg)
+{
+    if (cfg == NULL)
+        return;
+    g_free(cfg->path);
+    g_free(cfg->uri);
+    g_free(cfg->socket);
+    g_free(cfg->custom);
+    g_strfreev(cfg->qmp_sockets);
+    g_free(cfg->metrics_textfile);
+    g_free(cfg);
+}
+
+typedef struct {
+    GKeyFile *kf;
+    const char *path;
+} Loader;
+
+/* "<path>: [group] key=value: <what is wrong>" */
+static void G_GNUC_PRINTF(5, 6) set_bad_value(GError **error, const Loader *l, const char *group,
+                                              const char *key, const char *fmt, ...)
+{
+    g_autofree char *value = g_key_file_get_value(l->kf, group, key, NULL);
+    g_autofree char *shown = g_strescape(value != NULL ? value : "", "");
+    g_autofree char *why = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    why = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: [%s] %s=%s: %s", l->path, group, key, shown,
+                why);
+}
+
+/* The raw value with surrounding whitespace removed, or NULL when the key is absent. */
+static char *get_raw(const Loader *l, const char *group, const char *key)
+{
+    char *value = g_key_file_get_value(l->kf, group, key, NULL);
+    return value != NULL ? g_strstrip(value) : NULL;
+}
+
+static bool is_plain_decimal(const char *s)
+{
+    if (s[0] == '\0')
+        return false;
+    for (const char *p = s; *p != '\0'; p++)
+        if (!g_ascii_isdigit(*p))
+            return false;
+    return true;
+}
+
+/* An unsigned key in min..max; *out is left alone when the key is absent. */
+static bool get_uint(const Loader *l, const char *group, const char *key, guint min, guint max,
+                     guint *out, bool *present, GError **error)
+{
+    g_autofree char *raw = get_raw(l, group, key);
+    guint64 v = 0;
+
+    if (present != NULL)
+        *present = raw != NULL;
+    if (raw == NULL)
+        return true;
+    if (!is_plain_decimal(raw)) {
+        set_bad_value(error, l, group, key, "not a whole number %u-%u", min, max);
+        return false;
+    }
+    if (!g_ascii_string_to_unsigned(raw, 10, min, max, &v, NULL)) {
+        set_bad_value(error, l, group, key, "out of range (allowed: %u-%u)", min, max);
+        return false;
+    }
+    *out = (guint)v;
+    return true;
+}
+
+/* One of names[] (NULL-terminated, exact match); *out gets its index. */
+static bool get_choice(const Loader *l, const char *group, const char *key,
+                       const char *const *names, int *out, GError **error)
+{
+    g_autofree char *raw = get_raw(l, group, key);
+
+    if (raw == NULL)
+        return true;
+    for (int i = 0; names[i] != NULL; i++) {
+        if (strcmp(raw, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    g_autofree char *allowed = g_strjoinv(", ", (char **)names);
+    set_bad_value(error, l, group, key, "not one of %s", allowed);
+    return false;
+}
+
+/* A string with GKeyFile escapes processed; NULL in *out when absent. */
+static bool get_string(const Loader *l, const char *group, const char *key, char **out,
+                       GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
+    *out = NULL;
+    if (!g_key_file_has_key(l->kf, group, key, NULL))
+        return true;
+    *out = g_key_file_get_string(l->kf, group, key, &local);
+    if (*out == NULL) {
+        set_bad_value(error, l, group, key, "%s", local->message);
+        return false;
+    }
+    g_strstrip(*out);
+    return true;
+}
+
+/* A ';'-separated GKeyFile list; entries are stripped. NULL in *out when absent. */
+static bool get_list(const Loader *l, const char *group, const char *key, char ***out,
+                     GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    gsize n = 0;
+
+    *out = NULL;
+    if (!g_key_file_has_key(l->kf, group, key, NULL))
+        return true;
+    *out = g_key_file_get_string_list(l->kf, group, key, &n, &local);
+    if (*out == NULL) {
+        set_bad_value(error, l, group, key, "%s",
+                      local != NULL ? local->message : "not a ';'-separated list");
+        return false;
+    }
+    for (gsize i = 0; i < n; i++)
+        g_strstrip((*out)[i]);
+    return true;
+}
+
+static bool check_absolute_path(const Loader *l, const char *group, const char *key,
+                                const char *path, GError **error)
+{
+    if (path[0] != '/') {
+        set_bad_value(error, l, group, key, "not an absolute path");
+        return false;
+    }
+    return true;
+}
+
+static bool check_groups_and_keys(const Loader *l, GError **error)
+{
+    g_auto(GStrv) groups = g_key_file_get_groups(l->kf, NULL);
+
+    for (char **g = groups; *g != NULL; g++) {
+        const char *const *keys = NULL;
+
+        for (gsize i = 0; i < G_N_ELEMENTS(known_groups); i++)
+            if (strcmp(*g, known_groups[i].name) == 0)
+                keys = known_groups[i].keys;
+        if (keys == NULL) {
+            g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                        "%s: [%s]: unknown group (known: daemon, partitions, policy, hook, qmp, "
+                        "metrics)",
+                        l->path, *g);
+            return false;
+        }
+
+        g_auto(GStrv) present = g_key_file_get_keys(l->kf, *g, NULL, NULL);
+        for (char **k = present; k != NULL && *k != NULL; k++) {
+            if (!g_strv_contains(keys, *k)) {
+                g_autofree char *known = g_strjoinv(", ", (char **)keys);
+                set_bad_value(error, l, *g, *k, "unknown key (known in [%s]: %s)", *g, known);
+                return false;
+            }
+            /* GKeyFile keeps the last of repeated keys silently; a repeat is a mistake. */
+            for (char **before = present; before < k; before++) {
+                if (strcmp(*before, *k) == 0) {
+                    set_bad_value(error, l, *g, *k, "key given more than once in [%s]", *g);
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+static bool load_daemon(const Loader *l, SaConfig *cfg, GError **error)
+{
+    static const char *const backends[] = {"libvirt", "qmp", "both", NULL};
+    static const SaBackend backend_values[] = {SA_BACKEND_LIBVIRT, SA_BACKEND_QMP, SA_BACKEND_BOTH};
+    g_autofree char *uri = NULL;
+    g_autofree char *socket = NULL;
+    int backend = -1;
+
+    if (!get_uint(l, "daemon", "interval_ms", INTERVAL_MS_MIN, INTERVAL_MS_MAX, &cfg->interval_ms,
+                  NULL, error))
+        return false;
+
+    if (!get_string(l, "daemon", "uri", &uri, error))
+        return false;
+    if (uri != NULL) {
+        if (uri[0] == '\0') {
+            set_bad_value(error, l, "daemon", "uri", "empty (e.g. " DEFAULT_URI ")");
+            return false;
+        }
+        g_free(cfg->uri);
+        cfg->uri = g_steal_pointer(&uri);
+    }
+
+    if (!get_string(l, "daemon", "socket", &socket, error))
+        return false;
+    if (socket != NULL) {
+        if (!check_absolute_path(l, "daemon", "socket", socket, error))
+            return false;
+        if (strlen(socket) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+            set_bad_value(error, l, "daemon", "socket", "longer than %zu bytes (Unix socket limit)",
+                          sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1);
+            return false;
+        }
+        g_free(cfg->socket);
+        cfg->socket = g_steal_pointer(&socket);
+    }
+
+    if (!get_choice(l, "daemon", "backend", backends, &backend, error))
+        return false;
+    if (backend >= 0)
+        cfg->backend = backend_values[backend];
+    return true;
+}
+
+/* custom: ';'-separated cpulists, none empty, none overlapping. Stored canonically. */
+static bool parse_custom(const Loader *l, char **entries, char **canonical, GError **error)
+{
+    g_autoptr(GPtrArray) sets = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    if (entries[0] == NULL) {
+        set_bad_value(error, l, "partitions", "custom",
+                      "no partitions (e.g. custom=0-15;16-31: one cpulist per partition)");
+        return false;
+    }
+    for (guint i = 0; entries[i] != NULL; i++) {
+        g_autoptr(GError) local = NULL;
+        SaCpuSet *set = NULL;
+
+        if (entries[i][0] == '\0') {
+            set_bad_value(error, l, "partitions", "custom", "partition %u is empty", i);
+            return false;
+        }
+        set = sa_cpuset_parse(entries[i], &local);
+        if (set == NULL) {
+            set_bad_value(error, l, "partitions", "custom", "partition %u: %s", i, local->message);
+            return false;
+        }
+        g_ptr_array_add(sets, set);
+        if (sa_cpuset_is_empty(set)) {
+            set_bad_value(error, l, "partitions", "custom", "partition %u names no CPU", i);
+            return false;
+        }
+        for (guint j = 0; j < i; j++) {
+            const SaCpuSet *other = g_ptr_array_index(sets, j);
+            if (sa_cpuset_intersects(set, other)) {
+                g_autoptr(SaCpuSet) common = sa_cpuset_copy(set);
+                sa_cpuset_intersect(common, other);
+                g_autofree char *cpus = sa_cpuset_format(common);
+                set_bad_value(error, l, "partitions", "custom",
+                              "partitions %u and %u overlap on CPUs %s", j, i, cpus);
+                return false;
+            }
+        }
+        g_autofree char *text = sa_cpuset_format(set);
+        g_string_append_printf(out, "%s%s", i > 0 ? ";" : "", text);
+    }
+    *canonical = g_string_free(g_steal_pointer(&out), FALSE);
+    return true;
+}
+
+static bool load_partitions(const Loader *l, SaConfig *cfg, GError **error)
+{
+    static const SaLayout layouts[] = {SA_LAYOUT_NODE, SA_LAYOUT_LLC, SA_LAYOUT_CUSTOM};
+    const char *names[G_N_ELEMENTS(layouts) + 1] = {NULL};
+    g_auto(GStrv) custom = NULL;
+    int layout = -1;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(layouts); i++)
+        names[i] = sa_layout_to_string(layouts[i]);
+    if (!get_choice(l, "partitions", "layout", names, &layout, error))
+        return false;
+    if (layout >= 0)
+        cfg->layout = layouts[layout];
+
+    if (!get_list(l, "partitions", "custom", &custom, error))
+        return false;
+    if (cfg->layout == SA_LAYOUT_CUSTOM) {
+        if (custom == NULL) {
+            set_bad_value(error, l, "partitions", "layout",
+                          "needs custom= in [partitions] (e.g. custom=0-15;16-31)");
+            return false;
+        }
+        return parse_custom(l, custom, &cfg->custom, error);
+    }
+    if (custom != NULL) {
+        set_bad_value(error, l, "partitions", "custom", "only used with layout=%s (layout is %s)",
+                      sa_layout_to_string(SA_LAYOUT_CUSTOM), sa_layout_to_string(cfg->layout));
+        return false;
+    }
+    return true;
+}
+
+/* 0 < smoothing <= 1, written as a plain decimal ("0.5", ".25", "1"). */
+static bool get_smoothing(const Loader *l, double *out, GError **error)
+{
+    g_autofree char *raw = get_raw(l, "policy", "smoothing");
+    bool digits = false;
+    bool dot = false;
+    double v;
+
+    if (raw == NULL)
+        return true;
+    for (const char *p = raw; *p != '\0'; p++) {
+        if (g_ascii_isdigit(*p)) {
+            digits = true;
+        } else if (*p == '.' && !dot) {
+            dot = true;
+        } else {
+            digits = false;
+            break;
+        }
+    }
+    if (!digits) {
+        set_bad_value(error, l, "policy", "smoothing",
+                      "not a decimal number (allowed: more than 0, at most 1)");
+        return false;
+    }
+    v = g_ascii_strtod(raw, NULL);
+    if (!(v > 0.0 && v <= 1.0)) {
+        set_bad_value(error, l, "policy", "smoothing",
+                      "out of range (allowed: more than 0, at most 1)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool load_policy(const Loader *l, SaConfig *cfg, GError **error)
+{
+    static const char *const manages[] = {"all", "explicit", NULL};
+    static const SaManage manage_values[] = {SA_MANAGE_ALL, SA_MANAGE_EXPLICIT};
+    int manage = -1;
+    bool holdoff_given = false;
+
+    if (!get_uint(l, "policy", "softness", 0, 100, &cfg->policy.softness, NULL, error))
+        return false;
+    if (!get_choice(l, "policy", "manage", manages, &manage, error))
+        return false;
+    if (manage >= 0)
+        cfg->manage = manage_values[manage];
+    if (!get_uint(l, "policy", "dwell_ms", 0, DWELL_MS_MAX, &cfg->policy.dwell_ms, NULL, error))
+        return false;
+    if (!get_smoothing(l, &cfg->policy.smoothing, error))
+        return false;
+    if (!get_uint(l, "policy", "max_holdoff_ms", 0, MAX_HOLDOFF_MS_MAX, &cfg->policy.max_holdoff_ms,
+                  &holdoff_given, error))
+        return false;
+
+    if (cfg->policy.max_holdoff_ms < cfg->policy.dwell_ms) {
+        if (holdoff_given) {
+            set_bad_value(error, l, "policy", "max_holdoff_ms",
+                          "less than dwell_ms (%u); the back-off cannot be shorter than the dwell "
+                          "time",
+                          cfg->policy.dwell_ms);
+            return false;
+        }
+        /* Not set: the default follows a dwell time raised above it. */
+        cfg->policy.max_holdoff_ms = cfg->policy.dwell_ms;
+    }
+    return true;
+}
+
+static bool load_hook(const Loader *l, SaConfig *cfg, GError **error)
+{
+    g_autofree char *raw = get_raw(l, "hook", "strict");
+
+    if (raw == NULL)
+        return true;
+    if (strcmp(raw, "true") == 0) {
+        cfg->hook_strict = true;
+    } else if (strcmp(raw, "false") == 0) {
+        cfg->hook_strict = false;
+    } else {
+        set_bad_value(error, l, "hook", "strict", "not true or false");
+        return false;
+    }
+    return true;
+}
+
+static bool load_qmp(const Loader *l, SaConfig *cfg, GError **error)
+{
+    char **sockets = NULL;
+
+    if (!get_list(l, "qmp", "sockets", &sockets, error))
+        return false;
+    if (sockets == NULL)
+        return true;
+    for (guint i = 0; sockets[i] != NULL; i++) {
+        if (sockets[i][0] != '/') {
+            set_bad_value(error, l, "qmp", "sockets", "entry %u \"%s\" is not an absolute path", i,
+                          sockets[i]);
+            g_strfreev(sockets);
+            return false;
+        }
+    }
+    g_strfreev(cfg->qmp_sockets);
+    cfg->qmp_sockets = sockets;
+    return true;
+}
+
+static bool load_metrics(const Loader *l, SaConfig *cfg, GError **error)
+{
+    g_autofree char *textfile = NULL;
+
+    if (!get_string(l, "metrics", "textfile", &textfile, error))
+        return false;
+    if (textfile != NULL && textfile[0] != '\0') {
+        if (!check_absolute_path(l, "metrics", "textfile", textfile, error))
+            return false;
+        g_free(cfg->metrics_textfile);
+        cfg->metrics_textfile = g_steal_pointer(&textfile);
+    }
+    return get_uint(l, "metrics", "every", 1, METRICS_EVERY_MAX, &cfg->metrics_every, NULL, error);
+}
+
+static bool read_file(const char *path, bool explicit_path, const char *named_by, char **contents,
+                      gsize *len, bool *missing, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
+    *missing = false;
+    if (!g_file_get_contents(path, contents, len, &local)) {
+        if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+            *missing = true;
+            if (!explicit_path)
+                return true;
+            if (named_by != NULL)
+                g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
+                            "%s: no such config file (named by %s)", path, named_by);
+            else
+                g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND, "%s: no such config file", path);
+            return false;
+        }
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "%s", local->message);
+        return false;
+    }
+    if (*len > MAX_CONFIG_BYTES) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "%s: %" G_GSIZE_FORMAT " bytes is too large for a config file (at most %d)",
+                    path, *len, MAX_CONFIG_BYTES);
+        g_clear_pointer(contents, g_free);
+        return false;
+    }
+    const char *bad = NULL;
+    if (!g_utf8_validate_len(*contents, *len, &bad)) {
+        guint line = 1;
+        for (const char *p = *contents; p < bad; p++)
+            line += *p == '\n';
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: line %u: not valid UTF-8", path, line);
+        g_clear_pointer(contents, g_free);
+        return false;
+    }
+    return true;
+}
+
+SaConfig *sa_config_load(const char *path, GError **error)
+{
+    const char *env = g_getenv("SOFTAFF_CONFIG");
+    const char *named_by = NULL;
+    bool explicit_path = true;
+    g_autofree char *contents = NULL;
+    gsize len = 0;
+    bool missing = false;
+
+    g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+    if (path == NULL && env != NULL && env[0] != '\0') {
+        path = env;
+        named_by = "SOFTAFF_CONFIG";
+    } else if (path == NULL) {
+        path = SA_DEFAULT_CONFIG;
+        explicit_path = false;
+    }
+
+    g_autoptr(SaConfig) cfg = sa_config_new_default();
+    if (!read_file(path, explicit_path, named_by, &contents, &len, &missing, error))
+        return NULL;
+    if (missing) {
+        g_debug("%s does not exist: using the defaults", path);
+        return g_steal_pointer(&cfg);
+    }
+
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autoptr(GError) local = NULL;
+    if (!g_key_file_load_from_data(kf, contents, len, G_KEY_FILE_NONE, &local)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: %s", path, local->message);
+        return NULL;
+    }
+
+    Loader l = {.kf = kf, .path = path};
+    if (!check_groups_and_keys(&l, error) || !load_daemon(&l, cfg, error) ||
+        !load_partitions(&l, cfg, error) || !load_policy(&l, cfg, error) ||
+        !load_hook(&l, cfg, error) || !load_qmp(&l, cfg, error) || !load_metrics(&l, cfg, error))
+        return NULL;
+
+    cfg->path = g_strdup(path);
+    return g_steal_pointer(&cfg);
+}

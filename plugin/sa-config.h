@@ -1,0 +1,56 @@
+/* softaff — /etc/softaff/softaff.conf (GKeyFile). Unknown groups and keys, and bad values, are
+ * errors naming the file, group, key and value. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "sa-policy.h"
+#include "sa-topology.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    SA_MANAGE_ALL,      /* VMs without the metadata element get the defaults */
+    SA_MANAGE_EXPLICIT, /* only VMs with the metadata element are managed */
+} SaManage;
+
+typedef enum {
+    SA_BACKEND_LIBVIRT,
+    SA_BACKEND_QMP,
+    SA_BACKEND_BOTH,
+} SaBackend;
+
+typedef struct {
+    char *path;             /* the file read, NULL when only defaults */
+    /* [daemon] */
+    guint interval_ms;      /* 500; 50..60000 */
+    char *uri;              /* qemu:///system */
+    char *socket;           /* /run/softaff/softaffd.sock */
+    SaBackend backend;      /* libvirt */
+    /* [partitions] */
+    SaLayout layout;        /* node */
+    char *custom;           /* "0-15;16-31" (layout=custom), NULL otherwise */
+    /* [policy] softness, manage, dwell_ms, smoothing, max_holdoff_ms */
+    SaPolicyConfig policy;
+    SaManage manage;        /* all */
+    /* [hook] */
+    bool hook_strict;       /* false */
+    /* [qmp] */
+    char **qmp_sockets;     /* globs, NULL-terminated, may be empty */
+    /* [metrics] */
+    char *metrics_textfile; /* NULL = off */
+    guint metrics_every;    /* ticks between writes, 1 */
+} SaConfig;
+
+SaConfig *sa_config_new_default(void);
+/* path NULL: $SOFTAFF_CONFIG, else /etc/softaff/softaff.conf; a missing default file gives the
+ * defaults, a missing file that was named explicitly is an error. */
+SaConfig *sa_config_load(const char *path, GError **error);
+void sa_config_free(SaConfig *cfg);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaConfig, sa_config_free)
+
+const char *sa_manage_to_string(SaManage manage);
+const char *sa_backend_to_string(SaBackend backend);
+
+G_END_DECLS

@@ -1,0 +1,386 @@
+/* softaffctl — the operator's command line: partitions and advise (no daemon needed). */
+#define G_LOG_DOMAIN "softaffctl"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sa-config-defs.h"
+#include "sa-config.h"
+#include "sa-error.h"
+#include "sa-policy.h"
+#include "sa-sampler.h"
+#include "sa-topology.h"
+
+/* Exit codes a script can rely on. */
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILED = 1, /* the command ran and failed (host read error, no partition fits, ...) */
+    EXIT_USAGE = 2,  /* wrong command line */
+};
+
+typedef struct {
+    char *config_path;
+    char *layout;
+    char *custom;
+    gboolean json;
+} CommonOptions;
+
+static void common_options_clear(CommonOptions *o)
+{
+    g_free(o->config_path);
+    g_free(o->layout);
+    g_free(o->custom);
+}
+
+static GOptionEntry *common_entries(CommonOptions *o)
+{
+    static GOptionEntry entries[5];
+    GOptionEntry e[] = {
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config_path,
+         "Configuration file (default $SOFTAFF_CONFIG or " SA_DEFAULT_CONFIG ")", "FILE"},
+        {"layout", 'l', 0, G_OPTION_ARG_STRING, &o->layout,
+         "Partition layout: node, llc or custom (default: from the configuration)", "LAYOUT"},
+        {"custom", 0, 0, G_OPTION_ARG_STRING, &o->custom,
+         "Custom partitions for --layout custom, e.g. '0-15;16-31'", "CPULISTS"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    memcpy(entries, e, sizeof(e));
+    return entries;
+}
+
+static int usage_error(GOptionContext *ctx, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+static int usage_error(GOptionContext *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "softaffctl: %s\n", msg);
+    if (ctx) {
+        g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
+        fprintf(stderr, "%s", help);
+    }
+    return EXIT_USAGE;
+}
+
+/* Loads the configuration and the topology, command-line layout overriding the file. */
+static SaTopology *load_topology(const CommonOptions *o, GOptionContext *ctx, int *exit_code)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(o->config_path, &error);
+    if (!cfg) {
+        fprintf(stderr, "softaffctl: %s\n", error->message);
+        *exit_code = EXIT_FAILED;
+        return NULL;
+    }
+    SaLayout layout = cfg->layout;
+    const char *custom = cfg->custom;
+    if (o->layout && !sa_layout_from_string(o->layout, &layout, &error)) {
+        *exit_code = usage_error(ctx, "--layout: %s", error->message);
+        return NULL;
+    }
+    if (o->custom) {
+        if (layout != SA_LAYOUT_CUSTOM) {
+            *exit_code = usage_error(ctx, "--custom '%s' needs --layout custom", o->custom);
+            return NULL;
+        }
+        custom = o->custom;
+    }
+    if (layout == SA_LAYOUT_CUSTOM && !custom) {
+        *exit_code = usage_error(ctx, "--layout custom needs --custom CPULISTS (or [partitions] "
+                                      "custom= in the configuration)");
+        return NULL;
+    }
+    SaTopology *topo = sa_topology_load(layout, layout == SA_LAYOUT_CUSTOM ? custom : NULL, &error);
+    if (!topo) {
+        fprintf(stderr, "softaffctl: %s\n", error->message);
+        *exit_code = EXIT_FAILED;
+        return NULL;
+    }
+    return topo;
+}
+
+/* Busy fraction per partition, sampled over interval_ms. */
+static double *sample_partition_busy(const SaTopology *topo, guint interval_ms, GError **error)
+{
+    g_autoptr(SaStatSampler) sampler = sa_stat_sampler_new(error);
+    if (!sampler)
+        return NULL;
+    g_autoptr(GArray) loads = g_array_new(FALSE, TRUE, sizeof(SaCpuLoad));
+    if (!sa_stat_sampler_sample(sampler, loads, error))
+        return NULL;
+    g_usleep((gulong)interval_ms * 1000);
+    if (!sa_stat_sampler_sample(sampler, loads, error))
+        return NULL;
+    double *busy = g_new0(double, topo->partitions->len);
+    for (guint i = 0; i < loads->len; i++) {
+        const SaCpuLoad *l = &g_array_index(loads, SaCpuLoad, i);
+        int p = sa_topology_partition_of_cpu(topo, (guint)l->cpu);
+        if (p >= 0)
+            busy[p] += l->busy;
+    }
+    return busy;
+}
+
+static const char *node_label(const SaTopology *topo, const SaPartition *p, char *buf, size_t n)
+{
+    if (p->node < 0)
+        return "-";
+    const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+    snprintf(buf, n, "%u", node->id);
+    return buf;
+}
+
+static int cmd_partitions(int argc, char **argv)
+{
+    CommonOptions o = {0};
+    gint interval_ms = 250;
+    GOptionEntry extra[] = {
+        {"interval-ms", 'i', 0, G_OPTION_ARG_INT, &interval_ms,
+         "Utilization sampling interval (default 250)", "MS"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- show the CPU partitions of this host");
+    g_option_context_add_main_entries(ctx, common_entries(&o), NULL);
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        common_options_clear(&o);
+        return usage_error(ctx, "%s", error->message);
+    }
+    int rc = EXIT_OK;
+    if (argc > 1) {
+        rc = usage_error(ctx, "partitions: unexpected argument '%s'", argv[1]);
+        common_options_clear(&o);
+        return rc;
+    }
+    if (interval_ms < 10 || interval_ms > 60000) {
+        common_options_clear(&o);
+        return usage_error(ctx, "--interval-ms %d: allowed 10-60000", interval_ms);
+    }
+    g_autoptr(SaTopology) topo = load_topology(&o, ctx, &rc);
+    if (!topo) {
+        common_options_clear(&o);
+        return rc;
+    }
+    g_autofree double *busy = sample_partition_busy(topo, (guint)interval_ms, &error);
+    if (!busy) {
+        fprintf(stderr, "softaffctl: %s\n", error->message);
+        common_options_clear(&o);
+        return EXIT_FAILED;
+    }
+    guint np = topo->partitions->len;
+    if (o.json) {
+        json_object *root = json_object_new_object();
+        json_object_object_add(root, "layout",
+                               json_object_new_string(sa_layout_to_string(topo->layout)));
+        g_autofree char *online = sa_cpuset_format(topo->online);
+        json_object_object_add(root, "online", json_object_new_string(online));
+        g_autofree char *unplaced = sa_cpuset_format(topo->unplaced);
+        json_object_object_add(root, "unplaced", json_object_new_string(unplaced));
+        json_object *parts = json_object_new_array();
+        for (guint i = 0; i < np; i++) {
+            const SaPartition *p = g_ptr_array_index(topo->partitions, i);
+            json_object *jp = json_object_new_object();
+            g_autofree char *cpus = sa_cpuset_format(p->cpus);
+            guint ncpu = sa_cpuset_count(p->cpus);
+            json_object_object_add(jp, "id", json_object_new_int((int)p->id));
+            json_object_object_add(jp, "cpus", json_object_new_string(cpus));
+            json_object_object_add(jp, "cpu_count", json_object_new_int((int)ncpu));
+            if (p->node >= 0) {
+                const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+                json_object_object_add(jp, "node", json_object_new_int((int)node->id));
+                json_object_object_add(jp, "memory_total_bytes",
+                                       json_object_new_uint64(node->mem_total));
+                json_object_object_add(jp, "memory_free_bytes",
+                                       json_object_new_uint64(node->mem_free));
+            } else {
+                json_object_object_add(jp, "node", NULL);
+            }
+            json_object_object_add(jp, "utilization",
+                                   json_object_new_double(ncpu ? busy[i] / ncpu : 0.0));
+            json_object *dist = json_object_new_array();
+            for (guint j = 0; j < np; j++)
+                json_object_array_add(
+                    dist, json_object_new_int((int)sa_topology_partition_distance(topo, i, j)));
+            json_object_object_add(jp, "distances", dist);
+            json_object_array_add(parts, jp);
+        }
+        json_object_object_add(root, "partitions", parts);
+        printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+    } else {
+        g_autofree char *online = sa_cpuset_format(topo->online);
+        printf("layout %s, %u partitions, online CPUs %s\n", sa_layout_to_string(topo->layout), np,
+               online);
+        if (!sa_cpuset_is_empty(topo->unplaced)) {
+            g_autofree char *unplaced = sa_cpuset_format(topo->unplaced);
+            printf("CPUs in no partition: %s\n", unplaced);
+        }
+        printf("%-9s %-5s %-6s %-10s %-12s %s\n", "PARTITION", "NODE", "CPUS", "UTIL", "MEM FREE",
+               "CPU LIST");
+        for (guint i = 0; i < np; i++) {
+            const SaPartition *p = g_ptr_array_index(topo->partitions, i);
+            g_autofree char *cpus = sa_cpuset_format(p->cpus);
+            guint ncpu = sa_cpuset_count(p->cpus);
+            char nb[16], util[16], mem[32];
+            snprintf(util, sizeof(util), "%.0f%%", ncpu ? 100.0 * busy[i] / ncpu : 0.0);
+            if (p->node >= 0) {
+                const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+                snprintf(mem, sizeof(mem), "%" G_GUINT64_FORMAT " MiB", node->mem_free >> 20);
+            } else {
+                snprintf(mem, sizeof(mem), "-");
+            }
+            printf("%-9u %-5s %-6u %-10s %-12s %s\n", p->id, node_label(topo, p, nb, sizeof(nb)),
+                   ncpu, util, mem, *cpus ? cpus : "(none online)");
+        }
+        if (np > 1) {
+            printf("\ndistances\n%-9s", "");
+            for (guint j = 0; j < np; j++)
+                printf(" %5u", ((const SaPartition *)g_ptr_array_index(topo->partitions, j))->id);
+            printf("\n");
+            for (guint i = 0; i < np; i++) {
+                printf("%-9u", ((const SaPartition *)g_ptr_array_index(topo->partitions, i))->id);
+                for (guint j = 0; j < np; j++)
+                    printf(" %5u", sa_topology_partition_distance(topo, i, j));
+                printf("\n");
+            }
+        }
+    }
+    common_options_clear(&o);
+    return EXIT_OK;
+}
+
+static int cmd_advise(int argc, char **argv)
+{
+    CommonOptions o = {0};
+    gint vcpus = 0;
+    gint64 memory_mib = 0;
+    char *allowed_text = NULL;
+    GOptionEntry extra[] = {
+        {"vcpus", 'n', 0, G_OPTION_ARG_INT, &vcpus, "vCPUs of the VM (required)", "N"},
+        {"memory", 'm', 0, G_OPTION_ARG_INT64, &memory_mib, "Guest memory in MiB", "MIB"},
+        {"allowed", 'a', 0, G_OPTION_ARG_STRING, &allowed_text,
+         "CPUs the VM may use (its <vcpu cpuset>), default all", "CPULIST"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) ctx =
+        g_option_context_new("- recommend a home partition for a new VM");
+    g_option_context_add_main_entries(ctx, common_entries(&o), NULL);
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    g_autoptr(GError) error = NULL;
+    int rc = EXIT_OK;
+    g_autoptr(SaCpuSet) allowed = NULL;
+    g_autoptr(SaTopology) topo = NULL;
+    SaAdvice advice = {0};
+
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        rc = usage_error(ctx, "%s", error->message);
+        goto out;
+    }
+    if (argc > 1) {
+        rc = usage_error(ctx, "advise: unexpected argument '%s'", argv[1]);
+        goto out;
+    }
+    if (vcpus <= 0 || vcpus > SA_CPUSET_MAX) {
+        rc = usage_error(ctx, "--vcpus %d: a VM needs 1-%d vCPUs", vcpus, SA_CPUSET_MAX);
+        goto out;
+    }
+    if (memory_mib < 0 || memory_mib > (G_GINT64_CONSTANT(1) << 40)) {
+        rc = usage_error(ctx, "--memory %" G_GINT64_FORMAT ": not a size in MiB", memory_mib);
+        goto out;
+    }
+    if (allowed_text) {
+        allowed = sa_cpuset_parse(allowed_text, &error);
+        if (!allowed) {
+            rc = usage_error(ctx, "--allowed: %s", error->message);
+            goto out;
+        }
+    }
+    topo = load_topology(&o, ctx, &rc);
+    if (!topo)
+        goto out;
+    if (!sa_policy_choose_home(topo, NULL, allowed, (guint)vcpus, (guint64)memory_mib << 20,
+                               &advice, &error)) {
+        fprintf(stderr, "softaffctl: %s\n", error->message);
+        rc = EXIT_FAILED;
+        goto out;
+    }
+    int idx = sa_topology_find_partition(topo, (guint)advice.partition_id);
+    const SaPartition *p = g_ptr_array_index(topo->partitions, idx);
+    g_autofree char *cpus = sa_cpuset_format(p->cpus);
+    if (o.json) {
+        json_object *root = json_object_new_object();
+        json_object_object_add(root, "layout",
+                               json_object_new_string(sa_layout_to_string(topo->layout)));
+        json_object_object_add(root, "partition", json_object_new_int(advice.partition_id));
+        json_object_object_add(root, "cpus", json_object_new_string(cpus));
+        if (p->node >= 0) {
+            const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+            json_object_object_add(root, "node", json_object_new_int((int)node->id));
+        } else {
+            json_object_object_add(root, "node", NULL);
+        }
+        json_object_object_add(root, "commitment", json_object_new_double(advice.commitment));
+        json_object_object_add(root, "reason", json_object_new_string(advice.reason));
+        printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+    } else {
+        char nb[16];
+        printf("partition %d (layout %s, node %s): CPUs %s\n", advice.partition_id,
+               sa_layout_to_string(topo->layout), node_label(topo, p, nb, sizeof(nb)), cpus);
+        printf("metadata: <softaff:affinity xmlns:softaff=\"urn:softaff:domain:1\" "
+               "preferred=\"%d\"/>\n",
+               advice.partition_id);
+        printf("reason: %s\n", advice.reason);
+    }
+out:
+    g_free(allowed_text);
+    common_options_clear(&o);
+    return rc;
+}
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "Usage: softaffctl COMMAND [OPTIONS]\n\n"
+                 "Commands:\n"
+                 "  partitions [--json] [--layout node|llc|custom] [--custom CPULISTS]\n"
+                 "                         the host's partitions, distances and utilization\n"
+                 "  advise --vcpus N [--memory MIB] [--allowed CPULIST] [--json]\n"
+                 "                         recommend a home partition for a new VM\n"
+                 "  version                print the version\n\n"
+                 "Run 'softaffctl COMMAND --help' for a command's options.\n"
+                 "Exit status: 0 success, 1 failure, 2 wrong usage.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (g_str_equal(cmd, "partitions"))
+        return cmd_partitions(argc - 1, argv + 1);
+    if (g_str_equal(cmd, "advise"))
+        return cmd_advise(argc - 1, argv + 1);
+    if (g_str_equal(cmd, "version") || g_str_equal(cmd, "--version")) {
+        printf("softaffctl %s\n", SA_VERSION);
+        return EXIT_OK;
+    }
+    if (g_str_equal(cmd, "help") || g_str_equal(cmd, "--help") || g_str_equal(cmd, "-h")) {
+        print_usage(stdout);
+        return EXIT_OK;
+    }
+    fprintf(stderr, "softaffctl: unknown command '%s'\n", cmd);
+    print_usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,132 @@
+/* softaff — the soft-affinity policy: initial home choice, burst and retreat.
+ *
+ * Pure and deterministic: no I/O, no clock, no libnuma. The daemon fills the inputs from its
+ * samplers each tick and applies the outputs. See docs/policy.md for the algorithm. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "sa-cpuset.h"
+#include "sa-topology.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    SA_MODE_SOFT,   /* stay home while the host is busy, burst onto idle partitions */
+    SA_MODE_STRICT, /* stay home, never burst */
+    SA_MODE_OFF,    /* softaff leaves the VM alone */
+} SaMode;
+
+const char *sa_mode_to_string(SaMode mode);
+bool sa_mode_from_string(const char *text, SaMode *out, GError **error);
+
+typedef enum {
+    SA_STATE_HOME,  /* vCPUs may run on the home partition only */
+    SA_STATE_BURST, /* vCPUs may also run on visited partitions */
+} SaVmState;
+
+const char *sa_vm_state_to_string(SaVmState state);
+
+typedef struct {
+    guint softness;       /* default softness for VMs that do not set one, 0..100 (50) */
+    guint dwell_ms;       /* minimum time between two voluntary changes of one VM (2000) */
+    double smoothing;     /* EWMA weight of the newest sample, 0 < s <= 1 (0.5) */
+    guint max_holdoff_ms; /* cap of the re-burst back-off after owner-forced retreats (30000) */
+} SaPolicyConfig;
+
+void sa_policy_config_init(SaPolicyConfig *cfg);
+
+/* Home utilization (0..1) above which a VM of this softness may burst; > 1 means never.
+ * softness 0 -> never, 50 -> 0.85, 100 -> 0 (any wait bursts). */
+double sa_policy_burst_threshold(guint softness);
+
+/* The host, for one tick. */
+typedef struct {
+    const SaTopology *topo;
+    const double *cpu_busy; /* indexed by CPU number: busy fraction 0..1 over the interval */
+    guint n_cpu_busy;       /* length of cpu_busy (CPUs beyond count as idle) */
+    guint64 interval_ns;    /* length of the interval the deltas cover */
+    gint64 now_ms;          /* monotonic time of this tick */
+} SaPolicyHost;
+
+/* One vCPU thread over the interval. */
+typedef struct {
+    guint64 run_ns;   /* time on a CPU during the interval (delta) */
+    guint64 delay_ns; /* time runnable but waiting during the interval (delta) */
+    int last_cpu;     /* CPU it last ran on, -1 unknown */
+} SaVcpuSample;
+
+/* What the policy remembers about one VM between ticks. Owned by SaPolicyVm. */
+typedef struct {
+    bool placed; /* a decision was made at least once */
+    int home;    /* home partition id, -1 none yet */
+    SaVmState state;
+    SaCpuSet *vcpus;    /* set the vCPUs were given (NULL before the first decision) */
+    SaCpuSet *emulator; /* set the emulator and I/O threads were given */
+    GArray *visited;    /* guint partition ids visited while bursting, nearest first */
+    double demand;      /* smoothed CPUs wanted by the vCPUs (run + delay per interval) */
+    gint64 last_change_ms;
+    gint64 holdoff_until_ms; /* no burst before this time (back-off after forced retreats) */
+    guint forced_retreats;   /* recent owner-forced retreats, drives the back-off */
+    /* Added for the tick (G_MININT64 = never): */
+    gint64 last_voluntary_ms; /* last burst, widening or voluntary return; dwell counts from it */
+    gint64 fits_since_ms;     /* since when fewer visited partitions would do */
+    gint64 last_forced_ms;    /* last owner-forced retreat (or back-off decay) */
+    guint64 changes;          /* counters, for status and metrics */
+    guint64 bursts;           /* partitions added (bursts and widenings) */
+    guint64 retreats;         /* owner-forced retreats */
+} SaVmPolicyState;
+
+typedef struct {
+    /* --- input, set by the caller before each tick --- */
+    const char *name;
+    SaMode mode;
+    int preferred;           /* partition id, or -1 for "auto" */
+    int assigned;            /* home chosen earlier for "auto" (metadata assigned=), -1 none */
+    int softness;            /* 0..100, or -1 for the config default */
+    const SaCpuSet *allowed; /* the VM's own allowed set: <vcpu cpuset>, <vcpupin>, affinity */
+    guint n_vcpus;
+    const SaVcpuSample *vcpu_samples; /* n_vcpus entries; NULL when there is no interval yet */
+    guint64 memory_bytes;             /* guest memory, for the initial home choice */
+
+    /* --- state carried across ticks --- */
+    SaVmPolicyState st;
+
+    /* --- output of the last sa_policy_tick --- */
+    bool changed;     /* vcpus/emulator sets differ from what was applied: apply them */
+    char reason[192]; /* why (set whenever changed, and for rejected bursts at debug level) */
+} SaPolicyVm;
+
+void sa_policy_vm_init(SaPolicyVm *vm);
+void sa_policy_vm_clear(SaPolicyVm *vm);
+
+/* Per partition (indexed like topo->partitions), in CPUs (1.0 = one CPU fully busy). */
+typedef struct {
+    double owners;    /* home VMs' vCPUs */
+    double visitors;  /* vCPUs of VMs homed elsewhere */
+    double unmanaged; /* everything else (counted as owner load) */
+    guint n_owner_vms;
+    guint owner_vcpus; /* vCPUs homed here (commitment) */
+} SaPartitionUsage;
+
+/* One tick: decides home, state and CPU sets for every VM. usage, when not NULL, has
+ * topo->partitions->len entries and receives the utilization split. */
+void sa_policy_tick(const SaPolicyConfig *cfg, const SaPolicyHost *host, SaPolicyVm *const *vms,
+                    guint n_vms, SaPartitionUsage *usage);
+
+/* Initial home choice, also used by `softaffctl advise`: the least committed partition
+ * (home vCPUs / partition CPUs after adding this VM) among those with an online CPU in allowed
+ * (NULL = any), preferring nodes with memory_bytes free, ties by lower id.
+ * committed_vcpus: per partition index, vCPUs already homed there (NULL = none). */
+typedef struct {
+    int partition_id;
+    double commitment; /* home vCPUs per CPU of that partition, this VM included */
+    char reason[256];
+} SaAdvice;
+
+bool sa_policy_choose_home(const SaTopology *topo, const guint *committed_vcpus,
+                           const SaCpuSet *allowed, guint n_vcpus, guint64 memory_bytes,
+                           SaAdvice *out, GError **error);
+
+G_END_DECLS

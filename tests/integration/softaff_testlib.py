@@ -1,0 +1,1014 @@
+"""softaff integration test helpers: real libvirt guests running the load generator.
+
+Python 3 standard library only (Debian 12's /usr/bin/python3 is enough).
+
+Typical use in a test script:
+
+    import softaff_testlib as T
+
+    def main():
+        a = T.Guest("a", vcpus=2, metadata=T.softaff_metadata(preferred=0))
+        a.start()
+        a.wait_ready()
+        a.set_load(2)
+        ...
+
+    T.run(main)          # skip (77) / fail (1) / pass (0); always cleans up
+
+Environment:
+  SOFTAFF_BUILD_DIR    meson build root; softaffd is $SOFTAFF_BUILD_DIR/plugin/softaffd
+  SOFTAFF_REQUIRE_VM=1 fail instead of skipping when libvirt/QEMU cannot be used
+  SOFTAFF_CACHE        guest kernel/initramfs cache (default /var/cache/softaff-test)
+  SOFTAFF_TEST_URI     libvirt URI (default qemu:///system)
+  SOFTAFF_TEST_KEEP=1  keep the per-test work directory (logs) after the run
+"""
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from xml.sax.saxutils import escape as _xml_escape
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC_ROOT = os.path.dirname(os.path.dirname(HERE))
+CACHE = os.environ.get("SOFTAFF_CACHE", "/var/cache/softaff-test")
+URI = os.environ.get("SOFTAFF_TEST_URI", "qemu:///system")
+NAME_PREFIX = "softaff-t"
+METADATA_NS = "urn:softaff:domain:1"
+
+_VCPU_COMM = re.compile(r"^CPU (\d+)/(TCG|KVM)$")
+_STALE_NAME = re.compile(r"^" + NAME_PREFIX + r"(\d+)-")
+
+_guests = []
+_daemons = []
+_workdir = None
+_cleaned = False
+_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------------------------
+# logging, skipping, failing
+
+
+def log(msg):
+    sys.stderr.write("[%8.3f] %s\n" % (time.monotonic() - _T0, msg))
+    sys.stderr.flush()
+
+
+_T0 = time.monotonic()
+
+
+class Skip(Exception):
+    """Raised to skip the test (exit 77), or to fail it when SOFTAFF_REQUIRE_VM=1."""
+
+
+def vm_required():
+    return os.environ.get("SOFTAFF_REQUIRE_VM", "") not in ("", "0")
+
+
+def skip(reason):
+    raise Skip(reason)
+
+
+def workdir():
+    """A per-test directory for sockets, logs and configs (removed at exit unless it failed)."""
+    global _workdir
+    if _workdir is None:
+        _workdir = tempfile.mkdtemp(prefix="softaff-test-")
+        # QEMU runs as libvirt-qemu and libvirt's helpers must reach sockets/logs in here.
+        os.chmod(_workdir, 0o755)
+    return _workdir
+
+
+# --------------------------------------------------------------------------------------------
+# subprocess helpers
+
+
+def run_cmd(argv, check=True, timeout=120, input=None):
+    """Run argv, return CompletedProcess (text). Raises RuntimeError with output on failure."""
+    try:
+        p = subprocess.run(argv, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=timeout)
+    except FileNotFoundError as e:
+        raise RuntimeError("%s: %s" % (argv[0], e))
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("timed out after %ss: %s" % (timeout, " ".join(argv)))
+    if check and p.returncode != 0:
+        raise RuntimeError("command failed (%d): %s\n%s%s" % (
+            p.returncode, " ".join(argv), p.stdout, p.stderr))
+    return p
+
+
+def virsh(*args, check=True, timeout=120):
+    """Run `virsh -c URI args...` and return its stdout."""
+    return run_cmd(["virsh", "-c", URI] + list(args), check=check, timeout=timeout).stdout
+
+
+# --------------------------------------------------------------------------------------------
+# environment: libvirtd, guest image, skip logic
+
+
+def ensure_libvirtd():
+    """Start virtlogd/libvirtd if needed (contrib/start-libvirt.sh) and wait for readiness."""
+    script = os.path.join(SRC_ROOT, "contrib", "start-libvirt.sh")
+    p = run_cmd(["bash", script], check=False, timeout=180)
+    if p.returncode != 0:
+        raise Skip("libvirtd is not usable (contrib/start-libvirt.sh failed):\n%s%s" % (
+            p.stdout, p.stderr))
+
+
+_image = None
+
+
+def guest_image():
+    """Build (or reuse) the guest kernel and initramfs; returns dict kernel/initrd/cmdline."""
+    global _image
+    if _image is None:
+        script = os.path.join(SRC_ROOT, "tests", "guest", "build-guest.sh")
+        p = run_cmd(["bash", script, "--print"], check=False, timeout=900)
+        if p.returncode != 0:
+            raise Skip("cannot build the test guest (tests/guest/build-guest.sh):\n%s" % p.stderr)
+        vals = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+        _image = {"kernel": vals["KERNEL"], "initrd": vals["INITRD"], "cmdline": vals["CMDLINE"]}
+    return _image
+
+
+def require_vm():
+    """Make sure real guests can run here; otherwise skip (77), or fail if SOFTAFF_REQUIRE_VM=1."""
+    if os.geteuid() != 0:
+        skip("integration tests need root (libvirt qemu:///system, /proc of QEMU threads)")
+    for b in ("virsh", "libvirtd", "virtlogd", "qemu-system-x86_64"):
+        if shutil.which(b) is None:
+            skip("%s not found (run contrib/install-deps.sh)" % b)
+    ensure_libvirtd()
+    if "qemu" not in virsh("domcapabilities", "--virttype", "qemu", "--arch", "x86_64",
+                           check=False, timeout=60):
+        skip("libvirt cannot run x86_64 TCG guests (virsh domcapabilities --virttype qemu)")
+    guest_image()
+    remove_stale_guests()
+
+
+def remove_stale_guests():
+    """Destroy guests left behind by earlier test processes that died without cleaning up."""
+    out = virsh("list", "--all", "--name", check=False)
+    for name in out.split():
+        m = _STALE_NAME.match(name)
+        if not m:
+            continue
+        pid = int(m.group(1))
+        if pid != os.getpid() and not os.path.exists("/proc/%d" % pid):
+            log("removing stale guest %s" % name)
+            virsh("destroy", name, check=False)
+            virsh("undefine", name, "--nvram", check=False)
+
+
+# --------------------------------------------------------------------------------------------
+# small utilities
+
+
+def wait_until(predicate, timeout, interval=0.05, what=None):
+    """Poll predicate() until it returns a true value; return the elapsed seconds.
+
+    On timeout raise AssertionError (mentioning `what`, a string or a function returning one)
+    or, if what is False, return None."""
+    t0 = time.monotonic()
+    while True:
+        if predicate():
+            return time.monotonic() - t0
+        if time.monotonic() - t0 >= timeout:
+            if what is False:
+                return None
+            if callable(what):
+                what = what()
+            raise AssertionError("timed out after %.1fs waiting for %s" % (
+                timeout, what or getattr(predicate, "__name__", "condition")))
+        time.sleep(interval)
+
+
+def parse_cpulist(text):
+    """'0-2,5' -> {0,1,2,5}"""
+    cpus = set()
+    text = text.strip()
+    if not text:
+        return cpus
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.update(range(int(lo), int(hi) + 1))
+        else:
+            cpus.add(int(part))
+    return cpus
+
+
+def format_cpulist(cpus):
+    """{0,1,2,5} -> '0-2,5'"""
+    cpus = sorted(set(cpus))
+    out = []
+    i = 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
+        i = j + 1
+    return ",".join(out)
+
+
+def host_cpus():
+    with open("/sys/devices/system/cpu/online") as f:
+        return parse_cpulist(f.read())
+
+
+def _cpu_times():
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3:4].isdigit():
+                a = line.split()
+                vals = [int(x) for x in a[1:]]
+                idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+                out[int(a[0][3:])] = (sum(vals[:8]), idle)
+    return out
+
+
+def cpu_utilization(seconds=1.0):
+    """{cpu: busy fraction} of every host CPU over the next `seconds` (from /proc/stat)."""
+    a = _cpu_times()
+    time.sleep(seconds)
+    b = _cpu_times()
+    out = {}
+    for c in b:
+        if c in a:
+            total = b[c][0] - a[c][0]
+            out[c] = 1.0 - (b[c][1] - a[c][1]) / total if total > 0 else 0.0
+    return out
+
+
+def read_comm(pid, tid):
+    """The thread's comm from /proc/PID/task/TID/stat (comm may contain spaces and slashes)."""
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        stat = f.read()
+    return stat[stat.index("(") + 1:stat.rindex(")")]
+
+
+def thread_status_field(pid, tid, field):
+    with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return line.split(":", 1)[1].strip()
+    raise KeyError(field)
+
+
+def thread_affinity(pid, tid):
+    """Cpus_allowed_list of one thread as a set."""
+    return parse_cpulist(thread_status_field(pid, tid, "Cpus_allowed_list"))
+
+
+def thread_schedstat(pid, tid):
+    """(run_ns, wait_ns, timeslices) from /proc/PID/task/TID/schedstat."""
+    with open("/proc/%d/task/%d/schedstat" % (pid, tid)) as f:
+        a = f.read().split()
+    return int(a[0]), int(a[1]), int(a[2])
+
+
+def softaff_metadata(preferred=None, mode=None, softness=None, **extra):
+    """The softaff metadata element string for Guest(metadata=...)."""
+    attrs = []
+    for k, v in (("mode", mode), ("preferred", preferred), ("softness", softness)):
+        if v is not None:
+            attrs.append('%s="%s"' % (k, _xml_escape(str(v), {'"': "&quot;"})))
+    for k, v in sorted(extra.items()):
+        attrs.append('%s="%s"' % (k, _xml_escape(str(v), {'"': "&quot;"})))
+    return '<softaff:affinity xmlns:softaff="%s" %s/>' % (METADATA_NS, " ".join(attrs))
+
+
+# --------------------------------------------------------------------------------------------
+# guests
+
+
+class Guest:
+    """A libvirt TCG guest running the load generator.
+
+    name      a short label; the libvirt name is softaff-t<testpid>-<label>
+    vcpus     number of vCPUs
+    cpuset    <vcpu cpuset='...'> (string or set), or None
+    vcpupins  {vcpu: cpulist} for <cputune><vcpupin>, or None
+    emulatorpin  cpulist for <cputune><emulatorpin>, or None
+    metadata  an XML element string put under <metadata> (see softaff_metadata())
+    persistent  define + start (virsh define/start) instead of a transient create
+    """
+
+    def __init__(self, name, vcpus=2, memory_mib=128, cpuset=None, vcpupins=None,
+                 emulatorpin=None, metadata=None, persistent=False, extra_cmdline=""):
+        self.label = name
+        self.name = "%s%d-%s" % (NAME_PREFIX, os.getpid(), name)
+        self.vcpus = vcpus
+        self.memory_mib = memory_mib
+        self.cpuset = cpuset
+        self.vcpupins = vcpupins or {}
+        self.emulatorpin = emulatorpin
+        self.metadata = metadata
+        self.persistent = persistent
+        self.extra_cmdline = extra_cmdline
+        d = workdir()
+        self.console_log = os.path.join(d, self.label + ".console.log")
+        self.control_path = os.path.join(d, self.label + ".ctl")
+        self.xml_path = os.path.join(d, self.label + ".xml")
+        self.created = False
+        self.start_time = None
+        self.ready_time = None  # seconds from start() to the first 'ready'/'work' line
+        self._sock = None
+        self._reader = None
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._cond = threading.Condition()
+        self._replies = []
+        self.lines = []   # (monotonic time, line) of everything received
+        self.series = []  # (monotonic time, work units/s, threads)
+        with _lock:
+            _guests.append(self)
+
+    # ---- definition ----
+    def xml(self):
+        img = guest_image()
+        cmdline = img["cmdline"] + (" " + self.extra_cmdline if self.extra_cmdline else "")
+        cpuset = self.cpuset
+        if isinstance(cpuset, (set, frozenset, list, tuple)):
+            cpuset = format_cpulist(cpuset)
+        vcpu = "<vcpu placement='static'%s>%d</vcpu>" % (
+            " cpuset='%s'" % cpuset if cpuset else "", self.vcpus)
+        tune = []
+        for v in sorted(self.vcpupins):
+            cl = self.vcpupins[v]
+            if not isinstance(cl, str):
+                cl = format_cpulist(cl)
+            tune.append("    <vcpupin vcpu='%d' cpuset='%s'/>" % (v, cl))
+        if self.emulatorpin is not None:
+            cl = self.emulatorpin
+            if not isinstance(cl, str):
+                cl = format_cpulist(cl)
+            tune.append("    <emulatorpin cpuset='%s'/>" % cl)
+        cputune = "  <cputune>\n%s\n  </cputune>\n" % "\n".join(tune) if tune else ""
+        metadata = "  <metadata>\n    %s\n  </metadata>\n" % self.metadata if self.metadata else ""
+        return """<domain type='qemu'>
+  <name>{name}</name>
+{metadata}  <memory unit='MiB'>{mem}</memory>
+  {vcpu}
+{cputune}  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>{kernel}</kernel>
+    <initrd>{initrd}</initrd>
+    <cmdline>{cmdline}</cmdline>
+  </os>
+  <features>
+    <acpi/>
+    <apic/>
+  </features>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <controller type='usb' model='none'/>
+    <serial type='file'>
+      <source path='{console}'/>
+      <target port='0'/>
+    </serial>
+    <serial type='unix'>
+      <source mode='bind' path='{control}'/>
+      <target port='1'/>
+    </serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+""".format(name=self.name, metadata=metadata, mem=self.memory_mib, vcpu=vcpu, cputune=cputune,
+           kernel=_xml_escape(img["kernel"]), initrd=_xml_escape(img["initrd"]),
+           cmdline=_xml_escape(cmdline), console=_xml_escape(self.console_log),
+           control=_xml_escape(self.control_path))
+
+    # ---- lifecycle ----
+    def start(self, connect=True):
+        """Create (transient) or define+start (persistent) the guest; connect to its control
+        channel right away so the guest's 'ready' line is not missed."""
+        with open(self.xml_path, "w") as f:
+            f.write(self.xml())
+        for p in (self.control_path,):
+            if os.path.exists(p):
+                os.unlink(p)
+        self.start_time = time.monotonic()
+        if self.persistent:
+            virsh("define", self.xml_path)
+            self.created = True
+            virsh("start", self.name)
+        else:
+            self.created = True
+            virsh("create", self.xml_path)
+        log("guest %s started (%d vCPUs%s)" % (self.name, self.vcpus,
+                                               ", cpuset " + str(self.cpuset) if self.cpuset else ""))
+        if connect:
+            self.connect()
+        return self
+
+    def connect(self, timeout=30):
+        wait_until(lambda: os.path.exists(self.control_path), timeout,
+                   what="control socket %s" % self.control_path)
+        deadline = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.control_path)
+                break
+            except OSError:
+                s.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._sock = s
+        self._reader = threading.Thread(target=self._read_loop, name="reader-" + self.label,
+                                        daemon=True)
+        self._reader.start()
+
+    def _read_loop(self):
+        buf = b""
+        while not self._stop.is_set():
+            try:
+                data = self._sock.recv(4096)
+            except OSError:
+                break
+            if not data:
+                break
+            buf += data
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                line = raw.decode("utf-8", "replace").strip("\r\x00 ")
+                if line:
+                    self._on_line(line)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _on_line(self, line):
+        now = time.monotonic()
+        with self._cond:
+            self.lines.append((now, line))
+            parts = line.split()
+            if line == "ready" or (parts and parts[0] == "work"):
+                if not self._ready.is_set():
+                    self.ready_time = now - (self.start_time or now)
+                    self._ready.set()
+            if len(parts) == 4 and parts[0] == "work" and parts[2] == "threads":
+                try:
+                    self.series.append((now, float(parts[1]), int(parts[3])))
+                except ValueError:
+                    pass
+            elif parts and parts[0] in ("ok", "error"):
+                self._replies.append(line)
+            self._cond.notify_all()
+
+    def wait_ready(self, timeout=120):
+        """Wait for the load generator; returns seconds from start() to ready."""
+        if not self._ready.wait(timeout):
+            raise AssertionError("guest %s not ready after %ss; console:\n%s" % (
+                self.name, timeout, self.console_text()[-2000:]))
+        log("guest %s ready %.2fs after start" % (self.name, self.ready_time))
+        return self.ready_time
+
+    def set_load(self, n, timeout=15):
+        """Run n spinning threads in the guest; waits for the guest's acknowledgement."""
+        want = "ok %d" % n
+        with self._cond:
+            self._replies.clear()
+        self._sock.sendall(b"%d\n" % n)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while want not in self._replies:
+                errs = [r for r in self._replies if r.startswith("error")]
+                if errs:
+                    raise AssertionError("guest %s: %s" % (self.name, errs[0]))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("guest %s did not acknowledge load %d" % (self.name, n))
+                self._cond.wait(left)
+        log("guest %s load %d" % (self.name, n))
+
+    def latest(self):
+        """(time, work/s, threads) of the newest report, or None."""
+        with self._cond:
+            return self.series[-1] if self.series else None
+
+    def wait_report(self, after=None, timeout=10):
+        """Wait for a report newer than `after` (monotonic, default now); return it."""
+        after = time.monotonic() if after is None else after
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not (self.series and self.series[-1][0] > after):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("guest %s: no work report for %ss" % (self.name, timeout))
+                self._cond.wait(left)
+            return self.series[-1]
+
+    def work_between(self, t0, t1):
+        """Mean work/s of the reports received in [t0, t1] (None if there were none)."""
+        with self._cond:
+            vals = [w for (t, w, _) in self.series if t0 <= t <= t1]
+        return sum(vals) / len(vals) if vals else None
+
+    def console_text(self):
+        try:
+            with open(self.console_log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def destroy(self):
+        """Destroy (and undefine) the guest; safe to call more than once."""
+        self._stop.set()
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+        if self.created:
+            virsh("destroy", self.name, check=False, timeout=60)
+            if self.persistent:
+                virsh("undefine", self.name, "--nvram", check=False, timeout=60)
+            self.created = False
+            log("guest %s destroyed" % self.name)
+
+    # ---- host side view ----
+    def pid(self):
+        with open("/run/libvirt/qemu/%s.pid" % self.name) as f:
+            return int(f.read().strip())
+
+    def threads(self):
+        """{tid: comm} of all QEMU threads."""
+        pid = self.pid()
+        out = {}
+        for t in os.listdir("/proc/%d/task" % pid):
+            try:
+                out[int(t)] = read_comm(pid, int(t))
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def vcpu_tids(self):
+        """{vcpu index: tid} from thread names 'CPU n/TCG' or 'CPU n/KVM'."""
+        out = {}
+        for tid, comm in self.threads().items():
+            m = _VCPU_COMM.match(comm)
+            if m:
+                out[int(m.group(1))] = tid
+        return out
+
+    def wait_vcpu_threads(self, timeout=30):
+        wait_until(lambda: len(self.vcpu_tids()) == self.vcpus, timeout,
+                   what="%d vCPU threads of %s" % (self.vcpus, self.name))
+        return self.vcpu_tids()
+
+    def affinity(self, tids=None):
+        """{vcpu: set of CPUs} from /proc (Cpus_allowed_list of each vCPU thread)."""
+        pid = self.pid()
+        tids = tids or self.vcpu_tids()
+        return {v: thread_affinity(pid, tid) for v, tid in tids.items()}
+
+    def schedstat(self, tids=None):
+        """{vcpu: (run_ns, wait_ns, slices)}."""
+        pid = self.pid()
+        tids = tids or self.vcpu_tids()
+        return {v: thread_schedstat(pid, tid) for v, tid in tids.items()}
+
+    def current_cpus(self, tids=None):
+        """{vcpu: CPU it last ran on} (field 39 of /proc/PID/task/TID/stat)."""
+        pid = self.pid()
+        tids = tids or self.vcpu_tids()
+        out = {}
+        for v, tid in tids.items():
+            with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            out[v] = int(rest[36])  # fields after comm start at field 3
+        return out
+
+    def all_on(self, cpus):
+        """True when every vCPU thread's affinity is exactly `cpus` (set or cpulist)."""
+        if isinstance(cpus, str):
+            cpus = parse_cpulist(cpus)
+        aff = self.affinity()
+        return len(aff) == self.vcpus and all(a == set(cpus) for a in aff.values())
+
+    def wait_affinity(self, cpus, timeout, interval=0.01, what=None):
+        """Wait until every vCPU's affinity is exactly `cpus`; return the elapsed seconds."""
+        if isinstance(cpus, str):
+            cpus = parse_cpulist(cpus)
+        tids = self.vcpu_tids()
+        want = set(cpus)
+        return wait_until(lambda: all(a == want for a in self.affinity(tids).values()),
+                          timeout, interval,
+                          what=what or (lambda: "%s vCPUs on %s (now %s)" % (
+                              self.name, format_cpulist(want), self.affinity_text())))
+
+    def affinity_text(self):
+        try:
+            return ", ".join("%d:%s" % (v, format_cpulist(c)) for v, c in sorted(self.affinity().items()))
+        except OSError as e:
+            return str(e)
+
+    def vcpuinfo(self):
+        """Parse `virsh vcpuinfo`: {vcpu: {'cpu': int, 'state': str, 'affinity': set}}."""
+        out = {}
+        cur = None
+        for line in virsh("vcpuinfo", self.name).splitlines():
+            if ":" not in line:
+                continue
+            k, v = (x.strip() for x in line.split(":", 1))
+            if k == "VCPU":
+                cur = out.setdefault(int(v), {})
+            elif cur is None:
+                continue
+            elif k == "CPU":
+                cur["cpu"] = int(v) if v.lstrip("-").isdigit() else None
+            elif k == "State":
+                cur["state"] = v
+            elif k == "CPU Affinity":
+                cur["affinity"] = {i for i, c in enumerate(v) if c == "y"}
+        return out
+
+    def vcpupin_info(self, config=False):
+        """Parse `virsh vcpupin NAME` ({vcpu: set}), live unless config=True."""
+        out = {}
+        for line in virsh("vcpupin", self.name, "--config" if config else "--live").splitlines():
+            m = re.match(r"^\s*(\d+)\s+(\S+)\s*$", line)
+            if m:
+                out[int(m.group(1))] = parse_cpulist(m.group(2))
+        return out
+
+    def vcpupin(self, vcpu, cpus):
+        if not isinstance(cpus, str):
+            cpus = format_cpulist(cpus)
+        virsh("vcpupin", self.name, str(vcpu), cpus, "--live")
+
+    def dumpxml(self):
+        return virsh("dumpxml", self.name)
+
+    def metadata_get(self):
+        return virsh("metadata", self.name, "--uri", METADATA_NS, check=False)
+
+    def metadata_set(self, element, live=True, config=False):
+        args = ["metadata", self.name, "--uri", METADATA_NS, "--key", "softaff", "--set", element]
+        if live:
+            args.append("--live")
+        if config:
+            args.append("--config")
+        virsh(*args)
+
+
+class AffinityWatcher:
+    """Polls the vCPU threads of some guests every `interval` s in a thread.
+
+    changes   list of (time, guest label, vcpu, old set, new set): every affinity change seen
+    on_cpu    {label: {cpu: samples}}: the CPU each vCPU thread last ran on, per sample
+    samples   number of polls done"""
+
+    def __init__(self, guests, interval=0.1):
+        self.guests = guests
+        self.interval = interval
+        self.changes = []
+        self.samples = 0
+        self.on_cpu = {g.label: {} for g in guests}
+        self._stop = threading.Event()
+        self._tids = {g.label: g.vcpu_tids() for g in guests}
+        self._pids = {g.label: g.pid() for g in guests}
+        self._last = {g.label: g.affinity(self._tids[g.label]) for g in guests}
+        self._thread = threading.Thread(target=self._loop, name="affinity-watcher", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            now = time.monotonic()
+            for g in self.guests:
+                pid = self._pids[g.label]
+                try:
+                    cur = {v: thread_affinity(pid, tid) for v, tid in self._tids[g.label].items()}
+                    for tid in self._tids[g.label].values():
+                        with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+                            cpu = int(f.read().rsplit(")", 1)[1].split()[36])
+                        self.on_cpu[g.label][cpu] = self.on_cpu[g.label].get(cpu, 0) + 1
+                except (OSError, ValueError, IndexError):
+                    continue
+                for v, cpus in cur.items():
+                    if cpus != self._last[g.label].get(v):
+                        self.changes.append((now, g.label, v, self._last[g.label].get(v), cpus))
+                self._last[g.label] = cur
+            self.samples += 1
+
+    def fraction_on(self, label, cpus):
+        """Share of the samples in which the guest's vCPU threads were last on one of `cpus`."""
+        counts = self.on_cpu[label]
+        total = sum(counts.values())
+        return sum(n for c, n in counts.items() if c in cpus) / total if total else 0.0
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+# --------------------------------------------------------------------------------------------
+# softaffd
+
+
+def softaffd_path():
+    build = os.environ.get("SOFTAFF_BUILD_DIR")
+    if not build:
+        raise AssertionError("SOFTAFF_BUILD_DIR is not set (meson build root)")
+    return os.path.join(build, "plugin", "softaffd")
+
+
+def write_config(path=None, interval_ms=500, socket_path=None, layout="custom", custom="0;1",
+                 softness=50, uri=None, manage=None, extra=None):
+    """Write a softaffd config file; returns (path, socket path).
+
+    extra: {group: {key: value}} added to (or overriding) the generated groups."""
+    d = workdir()
+    path = path or os.path.join(d, "softaff.conf")
+    socket_path = socket_path or os.path.join(d, "sock")
+    groups = {
+        "daemon": {"interval_ms": interval_ms, "uri": uri or URI, "socket": socket_path},
+        "partitions": {"layout": layout},
+        "policy": {"softness": softness},
+    }
+    if manage is not None:
+        groups["policy"]["manage"] = manage
+    if layout == "custom":
+        groups["partitions"]["custom"] = custom
+    for g, kv in (extra or {}).items():
+        groups.setdefault(g, {}).update(kv)
+    with open(path, "w") as f:
+        for g, kv in groups.items():
+            f.write("[%s]\n" % g)
+            for k, v in kv.items():
+                f.write("%s=%s\n" % (k, v))
+            f.write("\n")
+    return path, socket_path
+
+
+class Daemon:
+    """A softaffd process: Daemon(config).start(); ...; rc = d.stop()."""
+
+    def __init__(self, config, socket_path=None, log_path=None, args=None, env=None):
+        self.config = config
+        self.socket_path = socket_path
+        self.log_path = log_path or os.path.join(workdir(), "softaffd.log")
+        self.args = args or []
+        self.env = env
+        self.proc = None
+        self.start_time = None
+        self._logf = None
+        with _lock:
+            _daemons.append(self)
+
+    def start(self, wait_socket=True, timeout=10, require_socket=False):
+        """Start softaffd. With wait_socket, wait (up to timeout) for its control socket; a
+        missing socket is then only a warning unless require_socket (readiness for the
+        scenarios is judged from the affinities anyway). Exiting early is always an error."""
+        binary = softaffd_path()
+        if not os.access(binary, os.X_OK):
+            raise AssertionError("softaffd not built: %s" % binary)
+        self._logf = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.update(self.env or {})
+        argv = [binary, "--config", self.config, "--foreground"] + self.args
+        log("starting %s" % " ".join(argv))
+        self.start_time = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._logf,
+                                     stderr=subprocess.STDOUT, env=env)
+        if wait_socket and self.socket_path:
+            def up():
+                self.check_alive()
+                return os.path.exists(self.socket_path)
+            el = wait_until(up, timeout, what=False if not require_socket else
+                            "softaffd socket %s" % self.socket_path)
+            if el is None:
+                log("warning: softaffd has no control socket %s after %ss" % (
+                    self.socket_path, timeout))
+            else:
+                log("softaffd up (socket after %.2fs)" % el)
+        return self
+
+    def check_alive(self):
+        """AssertionError (with the log) if softaffd has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError("softaffd exited with %d; log:\n%s" % (
+                self.proc.returncode, self.log_text()[-3000:]))
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=15):
+        """SIGTERM and wait; returns the exit status (SIGKILL after timeout -> AssertionError)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self._close()
+                raise AssertionError("softaffd ignored SIGTERM for %ss (killed)" % timeout)
+        rc = self.proc.returncode
+        self._close()
+        log("softaffd stopped, status %d" % rc)
+        return rc
+
+    def _close(self):
+        if self._logf:
+            self._logf.close()
+            self._logf = None
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+    def log_text(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+# --------------------------------------------------------------------------------------------
+# cleanup and the test runner
+
+
+def cleanup():
+    """Stop every daemon and destroy every guest this process created. Idempotent."""
+    global _cleaned
+    with _lock:
+        if _cleaned:
+            return
+        _cleaned = True
+        daemons, guests = list(_daemons), list(_guests)
+    for d in daemons:
+        try:
+            if d.running():
+                d.stop(timeout=10)
+        except Exception as e:  # noqa: BLE001 - clean up as much as possible
+            log("cleanup: softaffd: %s" % e)
+            d.kill()
+    def destroy(g):
+        try:
+            g.destroy()
+        except Exception as e:  # noqa: BLE001
+            log("cleanup: guest %s: %s" % (g.name, e))
+    # virsh destroy takes ~2 s per TCG guest here; do them in parallel.
+    threads = [threading.Thread(target=destroy, args=(g,)) for g in guests]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+atexit.register(cleanup)
+for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(_sig, _on_signal)
+
+
+def run(main):
+    """Run a test's main(): exit 0 on success, 77 on skip (1 if SOFTAFF_REQUIRE_VM=1),
+    1 on failure (dumping daemon logs and guest consoles). Always cleans up."""
+    rc = 1
+    failed = False
+    try:
+        require_vm()
+        main()
+        rc = 0
+    except Skip as e:
+        if vm_required():
+            log("FAIL (SOFTAFF_REQUIRE_VM=1 but cannot run): %s" % e)
+            rc = 1
+        else:
+            log("SKIP: %s" % e)
+            rc = SKIP
+    except AssertionError as e:
+        log("FAIL: %s" % e)
+        failed = True
+    except Exception:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        failed = True
+    finally:
+        if failed:
+            _dump_diagnostics()
+        cleanup()
+        if _workdir:
+            if failed or os.environ.get("SOFTAFF_TEST_KEEP"):
+                log("logs kept in %s" % _workdir)
+            else:
+                shutil.rmtree(_workdir, ignore_errors=True)
+        if not failed and not os.environ.get("SOFTAFF_TEST_KEEP"):
+            # libvirt's per-guest QEMU logs: names are unique per run, so they would pile up.
+            for g in _guests:
+                try:
+                    os.unlink("/var/log/libvirt/qemu/%s.log" % g.name)
+                except OSError:
+                    pass
+    if rc == 0:
+        log("PASS")
+    sys.exit(rc)
+
+
+def _dump_diagnostics():
+    for d in _daemons:
+        txt = d.log_text()
+        if txt:
+            sys.stderr.write("---- softaffd log (%s), last 4000 chars ----\n%s\n" % (
+                d.log_path, txt[-4000:]))
+    for g in _guests:
+        txt = g.console_text()
+        if txt:
+            sys.stderr.write("---- console of %s, last 1500 chars ----\n%s\n" % (g.name, txt[-1500:]))
+
+
+# --------------------------------------------------------------------------------------------
+# the two-partition scenario used by the softaffd tests
+
+
+def two_partition_scenario(daemon_first=False, interval_ms=500, softness=50, vcpus=2):
+    """Config `layout=custom custom=0;1`, guests A (preferred 0) and B (preferred 1), both
+    idle and ready, softaffd running and settled (A on CPU 0, B on CPU 1).
+
+    daemon_first: start softaffd before the guests (they arrive through lifecycle events)
+    instead of after (softaffd finds them running). Returns (a, b, daemon)."""
+    if len(host_cpus()) < 2 or not {0, 1} <= host_cpus():
+        skip("the two-partition scenario needs host CPUs 0 and 1")
+    if not os.access(softaffd_path(), os.X_OK):
+        raise AssertionError("softaffd not built: %s" % softaffd_path())
+    util = cpu_utilization(1.0)
+    log("host CPU utilization before the scenario: %s (other load on these CPUs counts as the "
+        "partition owners' and may legitimately stop a burst)" % ", ".join(
+            "cpu%d %.0f%%" % (c, 100 * u) for c, u in sorted(util.items())))
+    # manage=explicit: other people's VMs on a shared test host are left alone (A and B carry
+    # metadata, so this changes nothing for them).
+    cfg, sock = write_config(interval_ms=interval_ms, layout="custom", custom="0;1",
+                             softness=softness, manage="explicit")
+    daemon = Daemon(cfg, socket_path=sock)
+    if daemon_first:
+        daemon.start()
+    a = Guest("A", vcpus=vcpus, metadata=softaff_metadata(preferred=0))
+    b = Guest("B", vcpus=vcpus, metadata=softaff_metadata(preferred=1))
+    a.start()
+    b.start()
+    a.wait_ready(180)
+    b.wait_ready(180)
+    a.wait_vcpu_threads()
+    b.wait_vcpu_threads()
+    if not daemon_first:
+        daemon.start()
+    settle = 10 * interval_ms / 1000.0 + 5
+    def settled():
+        daemon.check_alive()
+        return a.all_on({0}) and b.all_on({1})
+    el = wait_until(settled, settle, 0.05,
+                    what=lambda: "idle guests at home: A %s, B %s" % (a.affinity_text(),
+                                                                      b.affinity_text()))
+    log("settled: idle A on 0, B on 1 after %.2fs" % el)
+    # Stay settled for a few ticks before measuring anything.
+    t_end = time.monotonic() + 3 * interval_ms / 1000.0
+    while time.monotonic() < t_end:
+        assert a.all_on({0}) and b.all_on({1}), "idle guests left home: A %s, B %s" % (
+            a.affinity_text(), b.affinity_text())
+        time.sleep(0.05)
+    return a, b, daemon
+
+
+def assert_libvirt_agrees(g):
+    """/proc and `virsh vcpuinfo` report the same affinity for every vCPU (the daemon pins
+    through libvirt, so libvirt must tell the truth)."""
+    proc = g.affinity()
+    info = g.vcpuinfo()
+    for v, cpus in proc.items():
+        assert info[v]["affinity"] == cpus, "%s vcpu %d: /proc %s but virsh vcpuinfo %s" % (
+            g.name, v, format_cpulist(cpus), format_cpulist(info[v]["affinity"]))

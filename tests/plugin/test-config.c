@@ -1,0 +1,534 @@
+/* softaff — tests of the config file loader (plugin/config.c). */
+#define G_LOG_DOMAIN "test-config"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "sa-config-defs.h"
+#include "sa-config.h"
+#include "sa-error.h"
+
+#ifndef SA_SOURCE_ROOT
+#error "SA_SOURCE_ROOT must name the source tree"
+#endif
+
+typedef struct {
+    char *dir;
+} Fixture;
+
+static void fixture_setup(Fixture *f, gconstpointer data)
+{
+    g_autoptr(GError) error = NULL;
+
+    f->dir = g_dir_make_tmp("softaff-config-XXXXXX", &error);
+    g_assert_no_error(error);
+    g_unsetenv("SOFTAFF_CONFIG");
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+    g_autoptr(GDir) dir = g_dir_open(f->dir, 0, NULL);
+    const char *name;
+
+    while (dir != NULL && (name = g_dir_read_name(dir)) != NULL) {
+        g_autofree char *path = g_build_filename(f->dir, name, NULL);
+        g_assert_cmpint(g_unlink(path), ==, 0);
+    }
+    g_assert_cmpint(g_rmdir(f->dir), ==, 0);
+    g_free(f->dir);
+    g_unsetenv("SOFTAFF_CONFIG");
+}
+
+static char *write_conf(Fixture *f, const char *name, const char *contents, gssize len)
+{
+    g_autoptr(GError) error = NULL;
+    char *path = g_build_filename(f->dir, name, NULL);
+
+    g_assert_true(g_file_set_contents(path, contents, len, &error));
+    g_assert_no_error(error);
+    return path;
+}
+
+static char *data_path(const char *name)
+{
+    const char *dir = g_getenv("SOFTAFF_TEST_DATA");
+    g_assert_nonnull(dir);
+    return g_build_filename(dir, "config", name, NULL);
+}
+
+static void assert_defaults(const SaConfig *cfg)
+{
+    SaPolicyConfig policy;
+
+    sa_policy_config_init(&policy);
+    g_assert_cmpuint(cfg->interval_ms, ==, 500);
+    g_assert_cmpstr(cfg->uri, ==, "qemu:///system");
+    g_assert_cmpstr(cfg->socket, ==, "/run/softaff/softaffd.sock");
+    g_assert_cmpint(cfg->backend, ==, SA_BACKEND_LIBVIRT);
+    g_assert_cmpint(cfg->layout, ==, SA_LAYOUT_NODE);
+    g_assert_null(cfg->custom);
+    g_assert_cmpuint(cfg->policy.softness, ==, policy.softness);
+    g_assert_cmpuint(cfg->policy.dwell_ms, ==, policy.dwell_ms);
+    g_assert_cmpfloat(cfg->policy.smoothing, ==, policy.smoothing);
+    g_assert_cmpuint(cfg->policy.max_holdoff_ms, ==, policy.max_holdoff_ms);
+    g_assert_cmpint(cfg->manage, ==, SA_MANAGE_ALL);
+    g_assert_false(cfg->hook_strict);
+    g_assert_nonnull(cfg->qmp_sockets);
+    g_assert_null(cfg->qmp_sockets[0]);
+    g_assert_null(cfg->metrics_textfile);
+    g_assert_cmpuint(cfg->metrics_every, ==, 1);
+}
+
+static void test_defaults(void)
+{
+    g_autoptr(SaConfig) cfg = sa_config_new_default();
+    SaPolicyConfig policy;
+
+    assert_defaults(cfg);
+    g_assert_null(cfg->path);
+    /* The documented policy defaults (BRIEF.md), as the policy module gives them. */
+    sa_policy_config_init(&policy);
+    g_assert_cmpuint(policy.softness, ==, 50);
+    g_assert_cmpuint(policy.dwell_ms, ==, 2000);
+    g_assert_cmpfloat(policy.smoothing, ==, 0.5);
+    g_assert_cmpuint(policy.max_holdoff_ms, ==, 30000);
+}
+
+static void test_strings(void)
+{
+    g_assert_cmpstr(sa_manage_to_string(SA_MANAGE_ALL), ==, "all");
+    g_assert_cmpstr(sa_manage_to_string(SA_MANAGE_EXPLICIT), ==, "explicit");
+    g_assert_cmpstr(sa_backend_to_string(SA_BACKEND_LIBVIRT), ==, "libvirt");
+    g_assert_cmpstr(sa_backend_to_string(SA_BACKEND_QMP), ==, "qmp");
+    g_assert_cmpstr(sa_backend_to_string(SA_BACKEND_BOTH), ==, "both");
+}
+
+static void test_every_key(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = data_path("every-key.conf");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    g_assert_nonnull(cfg);
+    g_assert_cmpstr(cfg->path, ==, path);
+    g_assert_cmpuint(cfg->interval_ms, ==, 250);
+    g_assert_cmpstr(cfg->uri, ==, "qemu+ssh://host/system");
+    g_assert_cmpstr(cfg->socket, ==, "/tmp/softaff test.sock");
+    g_assert_cmpint(cfg->backend, ==, SA_BACKEND_BOTH);
+    g_assert_cmpint(cfg->layout, ==, SA_LAYOUT_CUSTOM);
+    g_assert_cmpstr(cfg->custom, ==, "0-3;4-5,7;8-15");
+    g_assert_cmpuint(cfg->policy.softness, ==, 75);
+    g_assert_cmpint(cfg->manage, ==, SA_MANAGE_EXPLICIT);
+    g_assert_cmpuint(cfg->policy.dwell_ms, ==, 1000);
+    g_assert_cmpfloat_with_epsilon(cfg->policy.smoothing, 0.25, 1e-12);
+    g_assert_cmpuint(cfg->policy.max_holdoff_ms, ==, 60000);
+    g_assert_true(cfg->hook_strict);
+    g_assert_cmpuint(g_strv_length(cfg->qmp_sockets), ==, 2);
+    g_assert_cmpstr(cfg->qmp_sockets[0], ==, "/run/qemu/*.qmp");
+    g_assert_cmpstr(cfg->qmp_sockets[1], ==, "/var/lib/vms/*/qmp.sock");
+    g_assert_cmpstr(cfg->metrics_textfile, ==, "/var/lib/node-exporter/softaff.prom");
+    g_assert_cmpuint(cfg->metrics_every, ==, 4);
+}
+
+/* The example config documents every key with its default: it loads, and gives the defaults. */
+static void test_contrib_example(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = g_build_filename(SA_SOURCE_ROOT, "contrib", "softaff.conf", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    assert_defaults(cfg);
+    g_assert_cmpstr(cfg->path, ==, path);
+
+    /* Every key is documented: each "#key=" line names a key, and every key appears. */
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, &error));
+    static const char *const keys[] = {
+        "[daemon]",
+        "#interval_ms=500",
+        "#uri=qemu:///system",
+        "#socket=/run/softaff/softaffd.sock",
+        "#backend=libvirt",
+        "[partitions]",
+        "#layout=node",
+        "#custom=",
+        "[policy]",
+        "#softness=50",
+        "#manage=all",
+        "#dwell_ms=2000",
+        "#smoothing=0.5",
+        "#max_holdoff_ms=30000",
+        "[hook]",
+        "#strict=false",
+        "[qmp]",
+        "#sockets=",
+        "[metrics]",
+        "#textfile=",
+        "#every=1",
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
+        if (strstr(text, keys[i]) == NULL)
+            g_error("contrib/softaff.conf does not document %s", keys[i]);
+
+    /* Uncommenting every default line gives the same defaults. */
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    GString *uncommented = g_string_new(NULL);
+    for (char **l = lines; *l != NULL; l++) {
+        bool is_default = false;
+        for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
+            if (keys[i][0] == '#' && g_str_has_prefix(*l, keys[i]) &&
+                !g_str_has_suffix(keys[i], "="))
+                is_default = true;
+        g_string_append_printf(uncommented, "%s\n", is_default ? *l + 1 : *l);
+    }
+    g_autofree char *copy = write_conf(f, "uncommented.conf", uncommented->str, -1);
+    g_string_free(uncommented, TRUE);
+    g_autoptr(SaConfig) cfg2 = sa_config_load(copy, &error);
+    g_assert_no_error(error);
+    assert_defaults(cfg2);
+}
+
+static void test_empty_file(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = write_conf(f, "empty.conf", "", 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    assert_defaults(cfg);
+    g_assert_cmpstr(cfg->path, ==, path);
+}
+
+static void test_missing_explicit(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = g_build_filename(f->dir, "nope.conf", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_null(cfg);
+    g_assert_error(error, SA_ERROR, SA_ERROR_NOT_FOUND);
+    g_autofree char *expected = g_strdup_printf("%s: no such config file", path);
+    g_assert_cmpstr(error->message, ==, expected);
+}
+
+static void test_env_override(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = write_conf(f, "env.conf", "[policy]\nsoftness=7\n", -1);
+
+    g_setenv("SOFTAFF_CONFIG", path, TRUE);
+    {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(NULL, &error);
+        g_assert_no_error(error);
+        g_assert_cmpuint(cfg->policy.softness, ==, 7);
+        g_assert_cmpstr(cfg->path, ==, path);
+    }
+    /* An explicit path wins over the environment. */
+    {
+        g_autofree char *other = write_conf(f, "other.conf", "[policy]\nsoftness=9\n", -1);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(other, &error);
+        g_assert_no_error(error);
+        g_assert_cmpuint(cfg->policy.softness, ==, 9);
+    }
+    /* A file named by SOFTAFF_CONFIG must exist. */
+    {
+        g_autofree char *missing = g_build_filename(f->dir, "missing.conf", NULL);
+        g_setenv("SOFTAFF_CONFIG", missing, TRUE);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(NULL, &error);
+        g_assert_null(cfg);
+        g_assert_error(error, SA_ERROR, SA_ERROR_NOT_FOUND);
+        g_autofree char *expected =
+            g_strdup_printf("%s: no such config file (named by SOFTAFF_CONFIG)", missing);
+        g_assert_cmpstr(error->message, ==, expected);
+    }
+}
+
+/* No path, no SOFTAFF_CONFIG (or an empty one): the default file, and the defaults when it is
+ * missing. What /etc holds on this machine decides which branch is checked. */
+static void test_default_path(Fixture *f, gconstpointer data)
+{
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            g_setenv("SOFTAFF_CONFIG", "", TRUE);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(NULL, &error);
+
+        if (!g_file_test(SA_DEFAULT_CONFIG, G_FILE_TEST_EXISTS)) {
+            g_assert_no_error(error);
+            g_assert_null(cfg->path);
+            assert_defaults(cfg);
+        } else if (cfg != NULL) {
+            g_assert_cmpstr(cfg->path, ==, SA_DEFAULT_CONFIG);
+        } else {
+            g_assert_true(g_str_has_prefix(error->message, SA_DEFAULT_CONFIG ": "));
+        }
+    }
+}
+
+static void test_not_a_file(Fixture *f, gconstpointer data)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(f->dir, &error);
+
+    g_assert_null(cfg);
+    g_assert_error(error, SA_ERROR, SA_ERROR_IO);
+    g_assert_nonnull(strstr(error->message, f->dir));
+}
+
+/* Each bad file gives exactly this message ("@" stands for the file's path). */
+static const struct {
+    const char *contents;
+    int code;
+    const char *message;
+} bad_files[] = {
+    /* unknown groups and keys */
+    {"[vm web]\nsoftness=1\n", SA_ERROR_CONFIG,
+     "@: [vm web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics)"},
+    {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
+     "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
+     "smoothing, max_holdoff_ms)"},
+    {"[daemon]\nlayout=node\n", SA_ERROR_CONFIG,
+     "@: [daemon] layout=node: unknown key (known in [daemon]: interval_ms, uri, socket, "
+     "backend)"},
+    {"[policy]\nsoftness=1\nsoftness=2\n", SA_ERROR_CONFIG,
+     "@: [policy] softness=2: key given more than once in [policy]"},
+    /* not a key file */
+    {"softness=50\n", SA_ERROR_CONFIG, "@: Key file does not start with a group"},
+    {"[policy]\nsoftness\n", SA_ERROR_CONFIG,
+     "@: Key file contains line “softness” which is not a key-value pair, group, or comment"},
+    {"[policy]\nsoftness=\xff\n", SA_ERROR_CONFIG, "@: line 2: not valid UTF-8"},
+    /* [daemon] */
+    {"[daemon]\ninterval_ms=abc\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=abc: not a whole number 50-60000"},
+    {"[daemon]\ninterval_ms=10\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=10: out of range (allowed: 50-60000)"},
+    {"[daemon]\ninterval_ms=60001\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=60001: out of range (allowed: 50-60000)"},
+    {"[daemon]\ninterval_ms=99999999999999999999999\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=99999999999999999999999: out of range (allowed: 50-60000)"},
+    {"[daemon]\ninterval_ms=-500\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=-500: not a whole number 50-60000"},
+    {"[daemon]\ninterval_ms=500ms\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=500ms: not a whole number 50-60000"},
+    {"[daemon]\ninterval_ms=\n", SA_ERROR_CONFIG,
+     "@: [daemon] interval_ms=: not a whole number 50-60000"},
+    {"[daemon]\nuri=\n", SA_ERROR_CONFIG, "@: [daemon] uri=: empty (e.g. qemu:///system)"},
+    {"[daemon]\nsocket=softaffd.sock\n", SA_ERROR_CONFIG,
+     "@: [daemon] socket=softaffd.sock: not an absolute path"},
+    {"[daemon]\nbackend=xen\n", SA_ERROR_CONFIG,
+     "@: [daemon] backend=xen: not one of libvirt, qmp, both"},
+    {"[daemon]\nbackend=LIBVIRT\n", SA_ERROR_CONFIG,
+     "@: [daemon] backend=LIBVIRT: not one of libvirt, qmp, both"},
+    /* [partitions] */
+    {"[partitions]\nlayout=socket\n", SA_ERROR_CONFIG,
+     "@: [partitions] layout=socket: not one of node, llc, custom"},
+    {"[partitions]\nlayout=custom\n", SA_ERROR_CONFIG,
+     "@: [partitions] layout=custom: needs custom= in [partitions] (e.g. custom=0-15;16-31)"},
+    {"[partitions]\ncustom=0-3\n", SA_ERROR_CONFIG,
+     "@: [partitions] custom=0-3: only used with layout=custom (layout is node)"},
+    {"[partitions]\nlayout=llc\ncustom=0-3\n", SA_ERROR_CONFIG,
+     "@: [partitions] custom=0-3: only used with layout=custom (layout is llc)"},
+    {"[partitions]\nlayout=custom\ncustom=0-3;2-5\n", SA_ERROR_CONFIG,
+     "@: [partitions] custom=0-3;2-5: partitions 0 and 1 overlap on CPUs 2-3"},
+    {"[partitions]\nlayout=custom\ncustom=0-3;4-7;8,1\n", SA_ERROR_CONFIG,
+     "@: [partitions] custom=0-3;4-7;8,1: partitions 0 and 2 overlap on CPUs 1"},
+    {"[partitions]\nlayout=custom\ncustom=0-3;;4-7\n", SA_ERROR_CONFIG,
+     "@: [partitions] custom=0-3;;4-7: partition 1 is empty"},
+    {"[partitions]\nlayout=custom\ncustom=\n", SA_ERROR_CONFIG,
+     "@: [partitions] custom=: no partitions (e.g. custom=0-15;16-31: one cpulist per "
+     "partition)"},
+    /* [policy] */
+    {"[policy]\nsoftness=abc\n", SA_ERROR_CONFIG,
+     "@: [policy] softness=abc: not a whole number 0-100"},
+    {"[policy]\nsoftness=101\n", SA_ERROR_CONFIG,
+     "@: [policy] softness=101: out of range (allowed: 0-100)"},
+    {"[policy]\nsoftness=+5\n", SA_ERROR_CONFIG,
+     "@: [policy] softness=+5: not a whole number 0-100"},
+    {"[policy]\nsoftness=5.5\n", SA_ERROR_CONFIG,
+     "@: [policy] softness=5.5: not a whole number 0-100"},
+    {"[policy]\nmanage=some\n", SA_ERROR_CONFIG,
+     "@: [policy] manage=some: not one of all, explicit"},
+    {"[policy]\ndwell_ms=600001\n", SA_ERROR_CONFIG,
+     "@: [policy] dwell_ms=600001: out of range (allowed: 0-600000)"},
+    {"[policy]\nsmoothing=0\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=0: out of range (allowed: more than 0, at most 1)"},
+    {"[policy]\nsmoothing=1.01\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=1.01: out of range (allowed: more than 0, at most 1)"},
+    {"[policy]\nsmoothing=half\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=half: not a decimal number (allowed: more than 0, at most 1)"},
+    {"[policy]\nsmoothing=nan\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=nan: not a decimal number (allowed: more than 0, at most 1)"},
+    {"[policy]\nsmoothing=1e-1\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=1e-1: not a decimal number (allowed: more than 0, at most 1)"},
+    {"[policy]\nsmoothing=0.5.1\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=0.5.1: not a decimal number (allowed: more than 0, at most 1)"},
+    {"[policy]\nsmoothing=.\n", SA_ERROR_CONFIG,
+     "@: [policy] smoothing=.: not a decimal number (allowed: more than 0, at most 1)"},
+    {"[policy]\nmax_holdoff_ms=1000\n", SA_ERROR_CONFIG,
+     "@: [policy] max_holdoff_ms=1000: less than dwell_ms (2000); the back-off cannot be "
+     "shorter than the dwell time"},
+    {"[policy]\ndwell_ms=5000\nmax_holdoff_ms=4999\n", SA_ERROR_CONFIG,
+     "@: [policy] max_holdoff_ms=4999: less than dwell_ms (5000); the back-off cannot be "
+     "shorter than the dwell time"},
+    {"[policy]\nmax_holdoff_ms=3600001\n", SA_ERROR_CONFIG,
+     "@: [policy] max_holdoff_ms=3600001: out of range (allowed: 0-3600000)"},
+    /* [hook] */
+    {"[hook]\nstrict=yes\n", SA_ERROR_CONFIG, "@: [hook] strict=yes: not true or false"},
+    {"[hook]\nstrict=\n", SA_ERROR_CONFIG, "@: [hook] strict=: not true or false"},
+    /* [qmp] */
+    {"[qmp]\nsockets=/run/a.qmp;relative/*.qmp\n", SA_ERROR_CONFIG,
+     "@: [qmp] sockets=/run/a.qmp;relative/*.qmp: entry 1 \"relative/*.qmp\" is not an "
+     "absolute path"},
+    /* [metrics] */
+    {"[metrics]\ntextfile=softaff.prom\n", SA_ERROR_CONFIG,
+     "@: [metrics] textfile=softaff.prom: not an absolute path"},
+    {"[metrics]\nevery=0\n", SA_ERROR_CONFIG,
+     "@: [metrics] every=0: out of range (allowed: 1-1000000)"},
+    {"[metrics]\nevery=often\n", SA_ERROR_CONFIG,
+     "@: [metrics] every=often: not a whole number 1-1000000"},
+};
+
+static void test_bad_values(Fixture *f, gconstpointer data)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(bad_files); i++) {
+        g_autofree char *name = g_strdup_printf("bad-%02" G_GSIZE_FORMAT ".conf", i);
+        g_autofree char *path = write_conf(f, name, bad_files[i].contents, -1);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+        g_test_message("case %" G_GSIZE_FORMAT ": %s", i, bad_files[i].contents);
+        g_assert_null(cfg);
+        g_assert_nonnull(error);
+        g_test_message("  -> %s", error->message);
+        g_auto(GStrv) parts = g_strsplit(bad_files[i].message, "@", -1);
+        g_autofree char *expected = g_strjoinv(path, parts);
+        g_assert_error(error, SA_ERROR, bad_files[i].code);
+        g_assert_cmpstr(error->message, ==, expected);
+    }
+}
+
+static void test_socket_too_long(Fixture *f, gconstpointer data)
+{
+    g_autofree char *longpath = g_strnfill(120, 'x');
+    longpath[0] = '/';
+    g_autofree char *text = g_strdup_printf("[daemon]\nsocket=%s\n", longpath);
+    g_autofree char *path = write_conf(f, "long.conf", text, -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_null(cfg);
+    g_assert_error(error, SA_ERROR, SA_ERROR_CONFIG);
+    g_autofree char *expected = g_strdup_printf(
+        "%s: [daemon] socket=%s: longer than 107 bytes (Unix socket limit)", path, longpath);
+    g_assert_cmpstr(error->message, ==, expected);
+}
+
+/* Values on the edges that are allowed. */
+static void test_good_edges(Fixture *f, gconstpointer data)
+{
+    static const char text[] = "# comment\n"
+                               "[daemon]\n"
+                               "interval_ms = 50 \n"
+                               "[partitions]\n"
+                               "layout=custom\n"
+                               "custom= 0-1 ; 2 ;\n"
+                               "[policy]\n"
+                               "softness=0\n"
+                               "dwell_ms=600000\n"
+                               "smoothing=1\n"
+                               "[qmp]\n"
+                               "sockets=\n"
+                               "[metrics]\n"
+                               "textfile=\n"
+                               "every=1000000\n";
+    g_autofree char *path = write_conf(f, "edges.conf", text, -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg->interval_ms, ==, 50);
+    g_assert_cmpstr(cfg->custom, ==, "0-1;2");
+    g_assert_cmpuint(cfg->policy.softness, ==, 0);
+    g_assert_cmpuint(cfg->policy.dwell_ms, ==, 600000);
+    /* max_holdoff_ms not given: it follows a dwell time above its default. */
+    g_assert_cmpuint(cfg->policy.max_holdoff_ms, ==, 600000);
+    g_assert_cmpfloat(cfg->policy.smoothing, ==, 1.0);
+    g_assert_nonnull(cfg->qmp_sockets);
+    g_assert_null(cfg->qmp_sockets[0]);
+    g_assert_null(cfg->metrics_textfile);
+    g_assert_cmpuint(cfg->metrics_every, ==, 1000000);
+
+    /* Leading-dot decimals, and the other ends. */
+    g_autofree char *path2 = write_conf(
+        f, "edges2.conf",
+        "[daemon]\ninterval_ms=60000\n[policy]\nsmoothing=.125\nsoftness=100\nstrict=\n", -1);
+    g_autoptr(SaConfig) bad = sa_config_load(path2, &error);
+    /* "strict" belongs to [hook], not [policy]. */
+    g_assert_null(bad);
+    g_assert_error(error, SA_ERROR, SA_ERROR_CONFIG);
+    g_clear_error(&error);
+
+    g_autofree char *path3 = write_conf(f, "edges3.conf",
+                                        "[daemon]\ninterval_ms=60000\n[policy]\nsmoothing=."
+                                        "125\nsoftness=100\n[hook]\nstrict=false\n",
+                                        -1);
+    g_autoptr(SaConfig) cfg3 = sa_config_load(path3, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg3->interval_ms, ==, 60000);
+    g_assert_cmpfloat(cfg3->policy.smoothing, ==, 0.125);
+    g_assert_cmpuint(cfg3->policy.softness, ==, 100);
+    g_assert_false(cfg3->hook_strict);
+}
+
+/* Every file in tests/data/config/bad-*.conf fails, and names its file. */
+static void test_data_bad_files(void)
+{
+    const char *dir_path = g_getenv("SOFTAFF_TEST_DATA");
+    g_autofree char *config_dir = g_build_filename(dir_path, "config", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GDir) dir = g_dir_open(config_dir, 0, &error);
+    const char *name;
+    guint n = 0;
+
+    g_assert_no_error(error);
+    while ((name = g_dir_read_name(dir)) != NULL) {
+        if (!g_str_has_prefix(name, "bad-"))
+            continue;
+        g_autofree char *path = g_build_filename(config_dir, name, NULL);
+        g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+        g_test_message("%s: %s", name, error != NULL ? error->message : "(loaded)");
+        g_assert_null(cfg);
+        g_assert_error(error, SA_ERROR, SA_ERROR_CONFIG);
+        g_assert_true(g_str_has_prefix(error->message, path));
+        g_clear_error(&error);
+        n++;
+    }
+    g_assert_cmpuint(n, >=, 1);
+}
+
+#define ADD(name, fn) g_test_add(name, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+
+    g_test_add_func("/config/defaults", test_defaults);
+    g_test_add_func("/config/strings", test_strings);
+    ADD("/config/every-key", test_every_key);
+    ADD("/config/contrib-example", test_contrib_example);
+    ADD("/config/empty-file", test_empty_file);
+    ADD("/config/missing-explicit", test_missing_explicit);
+    ADD("/config/env-override", test_env_override);
+    ADD("/config/default-path", test_default_path);
+    ADD("/config/not-a-file", test_not_a_file);
+    ADD("/config/bad-values", test_bad_values);
+    ADD("/config/socket-too-long", test_socket_too_long);
+    ADD("/config/good-edges", test_good_edges);
+    g_test_add_func("/config/data-bad-files", test_data_bad_files);
+
+    return g_test_run();
+}

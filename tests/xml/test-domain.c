@@ -1,0 +1,373 @@
+/* softaff — tests of the domain XML reader. */
+#define G_LOG_DOMAIN "test-domain"
+
+#include <string.h>
+
+#include "sa-error.h"
+#include "sa-metadata.h"
+
+static char *read_data(const char *name, gsize *len)
+{
+    const char *dir = g_getenv("SOFTAFF_TEST_DATA");
+    g_autoptr(GError) error = NULL;
+    char *xml = NULL;
+
+    g_assert_nonnull(dir);
+    g_autofree char *path = g_build_filename(dir, "xml", name, NULL);
+    g_assert_true(g_file_get_contents(path, &xml, len, &error));
+    g_assert_no_error(error);
+    return xml;
+}
+
+static SaDomainXml *parse_file(const char *name)
+{
+    gsize len = 0;
+    g_autofree char *xml = read_data(name, &len);
+    g_autoptr(GError) error = NULL;
+    SaDomainXml *d = sa_domain_xml_parse(xml, len, &error);
+
+    g_assert_no_error(error);
+    g_assert_nonnull(d);
+    return d;
+}
+
+static void assert_cpuset(const SaCpuSet *set, const char *expected)
+{
+    g_assert_nonnull(set);
+    g_autofree char *text = sa_cpuset_format(set);
+    g_assert_cmpstr(text, ==, expected);
+}
+
+/* A minimal domain around the given inner XML. */
+static SaDomainXml *parse_inner(const char *inner, GError **error)
+{
+    g_autofree char *xml = g_strdup_printf("<domain type='kvm'><name>t</name>%s</domain>", inner);
+    return sa_domain_xml_parse(xml, strlen(xml), error);
+}
+
+static void parse_inner_fails(const char *inner, int code, const char *message)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(inner, &error);
+
+    g_assert_null(d);
+    g_assert_error(error, SA_ERROR, code);
+    g_test_message("%s", error->message);
+    if (message != NULL)
+        g_assert_cmpstr(error->message, ==, message);
+    g_assert_true(g_str_has_prefix(error->message, "domain XML: "));
+}
+
+static void test_full(void)
+{
+    g_autoptr(SaDomainXml) d = parse_file("domain-full.xml");
+
+    g_assert_cmpstr(d->name, ==, "web-01");
+    g_assert_cmpstr(d->uuid, ==, "6b0e6a3e-2c1f-4d0a-9b1e-1f2a3b4c5d6e");
+    g_assert_cmpuint(d->n_vcpus, ==, 4);                                       /* current= */
+    g_assert_cmpuint(d->memory_bytes, ==, G_GUINT64_CONSTANT(4194304) * 1024); /* currentMemory */
+    assert_cpuset(d->vcpu_cpuset, "0-2,4-7");                                  /* "0-7,^3" */
+    g_assert_nonnull(d->vcpupin);
+    g_assert_cmpuint(d->vcpupin->len, ==, 4);
+    assert_cpuset(g_ptr_array_index(d->vcpupin, 0), "0-1");
+    g_assert_null(g_ptr_array_index(d->vcpupin, 1));
+    assert_cpuset(g_ptr_array_index(d->vcpupin, 2), "4,6");
+    g_assert_null(g_ptr_array_index(d->vcpupin, 3));
+    assert_cpuset(d->emulatorpin, "7");
+
+    /* The softaff element is found by namespace; the other "affinity" is ignored. */
+    g_assert_true(d->has_metadata);
+    g_assert_no_error(d->metadata_error);
+    g_assert_cmpint(d->metadata.mode, ==, SA_MODE_STRICT);
+    g_assert_cmpint(d->metadata.preferred, ==, 1);
+    g_assert_cmpint(d->metadata.softness, ==, 30);
+    g_assert_cmpint(d->metadata.assigned, ==, 1);
+}
+
+static void test_plain(void)
+{
+    g_autoptr(SaDomainXml) d = parse_file("domain-plain.xml");
+
+    g_assert_cmpstr(d->name, ==, "plain");
+    g_assert_cmpuint(d->n_vcpus, ==, 2);
+    g_assert_cmpuint(d->memory_bytes, ==, G_GUINT64_CONSTANT(512) * 1024 * 1024);
+    g_assert_null(d->vcpu_cpuset);
+    g_assert_null(d->vcpupin);
+    g_assert_null(d->emulatorpin);
+    g_assert_false(d->has_metadata);
+    g_assert_null(d->metadata_error);
+    g_assert_cmpint(d->metadata.mode, ==, SA_MODE_SOFT);
+    g_assert_cmpint(d->metadata.preferred, ==, -1);
+    g_assert_cmpint(d->metadata.softness, ==, -1);
+}
+
+/* An invalid softaff element does not fail the parse. */
+static void test_bad_metadata(void)
+{
+    g_autoptr(SaDomainXml) d = parse_file("domain-bad-metadata.xml");
+
+    g_assert_cmpstr(d->name, ==, "bad-meta");
+    g_assert_cmpuint(d->n_vcpus, ==, 1);
+    g_assert_cmpuint(d->memory_bytes, ==, G_GUINT64_CONSTANT(1024) * 1024 * 1024); /* KiB */
+    g_assert_true(d->has_metadata);
+    g_assert_error(d->metadata_error, SA_ERROR, SA_ERROR_RANGE);
+    g_assert_cmpstr(d->metadata_error->message, ==,
+                    "softaff metadata: softness=\"150\" is out of range (allowed: 0-100)");
+}
+
+static void test_two_metadata(void)
+{
+    g_autoptr(SaDomainXml) d = parse_file("domain-two-metadata.xml");
+
+    g_assert_cmpuint(d->memory_bytes, ==, G_GUINT64_CONSTANT(2) << 30);
+    g_assert_true(d->has_metadata);
+    g_assert_error(d->metadata_error, SA_ERROR, SA_ERROR_PARSE);
+    g_assert_cmpstr(d->metadata_error->message, ==,
+                    "softaff metadata: 2 elements in namespace urn:softaff:domain:1 under "
+                    "<metadata> (allowed: one <affinity>)");
+}
+
+static void test_metadata_wrong_name(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(
+        "<vcpu>1</vcpu><metadata><s:pin xmlns:s='urn:softaff:domain:1'/></metadata>", &error);
+
+    g_assert_no_error(error);
+    g_assert_true(d->has_metadata);
+    g_assert_error(d->metadata_error, SA_ERROR, SA_ERROR_PARSE);
+    g_assert_cmpstr(d->metadata_error->message, ==,
+                    "softaff metadata: element <pin> in namespace urn:softaff:domain:1 is not "
+                    "known (expected <affinity>)");
+}
+
+/* Outside <metadata> the element means nothing. */
+static void test_metadata_elsewhere(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(
+        "<vcpu>1</vcpu><softaff:affinity xmlns:softaff='urn:softaff:domain:1' preferred='1'/>",
+        &error);
+
+    g_assert_no_error(error);
+    g_assert_false(d->has_metadata);
+    g_assert_null(d->metadata_error);
+}
+
+static void test_memory_units(void)
+{
+    static const struct {
+        const char *unit;
+        guint64 scale;
+    } units[] = {
+        {NULL, 1024},
+        {"b", 1},
+        {"bytes", 1},
+        {"KB", 1000},
+        {"k", 1024},
+        {"KiB", 1024},
+        {"MB", 1000000},
+        {"M", 1024 * 1024},
+        {"MiB", 1024 * 1024},
+        {"GB", G_GUINT64_CONSTANT(1000000000)},
+        {"G", G_GUINT64_CONSTANT(1) << 30},
+        {"GiB", G_GUINT64_CONSTANT(1) << 30},
+        {"TiB", G_GUINT64_CONSTANT(1) << 40},
+        {"T", G_GUINT64_CONSTANT(1) << 40},
+        {"PiB", G_GUINT64_CONSTANT(1) << 50},
+        {"EiB", G_GUINT64_CONSTANT(1) << 60},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *inner =
+            units[i].unit != NULL
+                ? g_strdup_printf("<vcpu>1</vcpu><memory unit='%s'>3</memory>", units[i].unit)
+                : g_strdup("<vcpu>1</vcpu><memory>3</memory>");
+        g_autoptr(SaDomainXml) d = parse_inner(inner, &error);
+        g_test_message("unit %s", units[i].unit != NULL ? units[i].unit : "(none)");
+        g_assert_no_error(error);
+        g_assert_cmpuint(d->memory_bytes, ==, 3 * units[i].scale);
+    }
+
+    /* <currentMemory> wins over <memory>, in either order. */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d =
+        parse_inner("<currentMemory unit='MiB'>5</currentMemory><vcpu>1</vcpu>"
+                    "<memory unit='GiB'>1</memory>",
+                    &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(d->memory_bytes, ==, 5 * 1024 * 1024);
+
+    parse_inner_fails("<vcpu>1</vcpu><memory unit='furlongs'>1</memory>", SA_ERROR_PARSE,
+                      "domain XML: <memory> unit \"furlongs\" is not known (allowed: b, bytes, "
+                      "KB, k, KiB, MB, M, MiB, GB, G, GiB, TB, T, TiB, PB, P, PiB, EB, E, EiB)");
+    parse_inner_fails("<vcpu>1</vcpu><memory unit='EiB'>16</memory>", SA_ERROR_RANGE,
+                      "domain XML: <memory> \"16\" EiB is out of range (more than 2^64 bytes)");
+    parse_inner_fails("<vcpu>1</vcpu><memory>99999999999999999999</memory>", SA_ERROR_RANGE,
+                      "domain XML: <memory> \"99999999999999999999\" is out of range (allowed: "
+                      "0-18446744073709551615)");
+    parse_inner_fails("<vcpu>1</vcpu><memory>-1</memory>", SA_ERROR_PARSE,
+                      "domain XML: <memory> \"-1\" is not a plain decimal number (allowed: "
+                      "0-18446744073709551615)");
+}
+
+static void test_vcpu(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner("<vcpu placement='static'>\n  16\n</vcpu>", &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(d->n_vcpus, ==, 16);
+
+    parse_inner_fails("", SA_ERROR_PARSE, "domain XML: no <vcpu> element");
+    parse_inner_fails("<vcpu>0</vcpu>", SA_ERROR_RANGE,
+                      "domain XML: <vcpu> \"0\" is out of range (allowed: 1-16384)");
+    parse_inner_fails("<vcpu>two</vcpu>", SA_ERROR_PARSE,
+                      "domain XML: <vcpu> \"two\" is not a plain decimal number (allowed: "
+                      "1-16384)");
+    parse_inner_fails("<vcpu current='3'>2</vcpu>", SA_ERROR_RANGE,
+                      "domain XML: <vcpu current> \"3\" is more than the maximum of 2 vCPUs");
+    parse_inner_fails("<vcpu current=' 1'>2</vcpu>", SA_ERROR_PARSE,
+                      "domain XML: <vcpu current> \" 1\" is not a plain decimal number (allowed: "
+                      "1-16384)");
+    parse_inner_fails("<vcpu cpuset='0-3,x'>2</vcpu>", SA_ERROR_PARSE, NULL);
+}
+
+static void test_cpusets(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner("<vcpu current='2' cpuset='0-15,^1,^3'>8</vcpu><cputune>"
+                                           "<vcpupin vcpu='5' cpuset='9'/></cputune>",
+                                           &error);
+
+    g_assert_no_error(error);
+    assert_cpuset(d->vcpu_cpuset, "0,2,4-15");
+    /* vcpupin reaches the highest pinned vCPU, beyond the current count. */
+    g_assert_cmpuint(d->vcpupin->len, ==, 6);
+    assert_cpuset(g_ptr_array_index(d->vcpupin, 5), "9");
+    g_assert_null(g_ptr_array_index(d->vcpupin, 0));
+    g_assert_null(d->emulatorpin);
+
+    parse_inner_fails("<vcpu cpuset='^1'>1</vcpu>", SA_ERROR_PARSE,
+                      "domain XML: <vcpu cpuset> \"^1\" names no CPU");
+    parse_inner_fails("<vcpu cpuset='0-3,^'>1</vcpu>", SA_ERROR_PARSE,
+                      "domain XML: <vcpu cpuset> \"0-3,^\" is not a cpuset");
+    parse_inner_fails("<vcpu cpuset='0-3,^1-2'>1</vcpu>", SA_ERROR_PARSE,
+                      "domain XML: <vcpu cpuset> \"0-3,^1-2\" is not a cpuset");
+    parse_inner_fails("<vcpu cpuset=''>1</vcpu>", SA_ERROR_PARSE,
+                      "domain XML: <vcpu cpuset> \"\" names no CPU");
+    parse_inner_fails("<vcpu>2</vcpu><cputune><vcpupin vcpu='1' cpuset='1'/>"
+                      "<vcpupin vcpu='1' cpuset='2'/></cputune>",
+                      SA_ERROR_PARSE, "domain XML: more than one <vcpupin> for vcpu 1");
+    parse_inner_fails("<vcpu>2</vcpu><cputune><vcpupin vcpu='1'/></cputune>", SA_ERROR_PARSE,
+                      "domain XML: <vcpupin> needs both vcpu and cpuset attributes");
+    parse_inner_fails("<vcpu>2</vcpu><cputune><vcpupin vcpu='x' cpuset='1'/></cputune>",
+                      SA_ERROR_PARSE,
+                      "domain XML: <vcpupin vcpu> \"x\" is not a plain decimal number (allowed: "
+                      "0-16383)");
+    parse_inner_fails("<vcpu>2</vcpu><cputune><emulatorpin cpuset='1'/><emulatorpin "
+                      "cpuset='2'/></cputune>",
+                      SA_ERROR_PARSE, "domain XML: more than one <emulatorpin>");
+    parse_inner_fails("<vcpu>2</vcpu><cputune><emulatorpin/></cputune>", SA_ERROR_PARSE,
+                      "domain XML: <emulatorpin> needs a cpuset attribute");
+}
+
+static void test_invalid_documents(void)
+{
+    static const struct {
+        const char *xml;
+        const char *contains;
+    } cases[] = {
+        {"<domain><name>x</name><vcpu>1</vcpu>", "not well-formed XML"},
+        {"<vm><name>x</name></vm>", "domain XML: root element is <vm> (expected <domain>)"},
+        {"<d:domain xmlns:d='urn:x'><name>x</name><vcpu>1</vcpu></d:domain>", "with a namespace"},
+        {"<domain><vcpu>1</vcpu></domain>", "domain XML: no <name> element"},
+        {"<domain><name> </name><vcpu>1</vcpu></domain>", "domain XML: <name> is empty"},
+        {"<domain><name>x</name><name>y</name><vcpu>1</vcpu></domain>", NULL},
+        {"<domain type='kvm' type='xen'><name>x</name><vcpu>1</vcpu></domain>", "redefined"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaDomainXml) d = sa_domain_xml_parse(cases[i].xml, strlen(cases[i].xml), &error);
+        g_test_message("case %s", cases[i].xml);
+        if (cases[i].contains == NULL) {
+            /* Repeated simple elements: the first counts, like libvirt's XPath lookups. */
+            g_assert_no_error(error);
+            g_assert_cmpstr(d->name, ==, "x");
+            continue;
+        }
+        g_assert_null(d);
+        g_assert_error(error, SA_ERROR, SA_ERROR_PARSE);
+        g_test_message("%s", error->message);
+        g_assert_nonnull(strstr(error->message, cases[i].contains));
+        g_assert_true(g_str_has_prefix(error->message, "domain XML: "));
+    }
+
+    {
+        g_autoptr(GError) error = NULL;
+        g_assert_null(sa_domain_xml_parse("", 0, &error));
+        g_assert_error(error, SA_ERROR, SA_ERROR_PARSE);
+        g_assert_cmpstr(error->message, ==, "domain XML: empty document");
+    }
+    {
+        gsize len = 0;
+        g_autofree char *xml = read_data("domain-external-entity.xml", &len);
+        g_autoptr(GError) error = NULL;
+        g_assert_null(sa_domain_xml_parse(xml, len, &error));
+        g_assert_error(error, SA_ERROR, SA_ERROR_PARSE);
+        g_assert_cmpstr(error->message, ==,
+                        "domain XML: document type declarations (<!DOCTYPE>, entities) are not "
+                        "allowed");
+    }
+    {
+        gsize len = SA_XML_MAX_BYTES + 1;
+        g_autofree char *xml = g_malloc0(len);
+        g_autoptr(GError) error = NULL;
+        memset(xml, ' ', len);
+        g_assert_null(sa_domain_xml_parse(xml, len, &error));
+        g_assert_error(error, SA_ERROR, SA_ERROR_RANGE);
+    }
+    {
+        static const char latin1[] = "<domain><name>caf\xe9</name><vcpu>1</vcpu></domain>";
+        g_autoptr(GError) error = NULL;
+        g_assert_null(sa_domain_xml_parse(latin1, sizeof(latin1) - 1, &error));
+        g_assert_error(error, SA_ERROR, SA_ERROR_PARSE);
+        g_assert_nonnull(strstr(error->message, "not valid UTF-8"));
+    }
+}
+
+/* Non-ASCII names survive; the metadata default namespace form works inside a domain too. */
+static void test_utf8_name_and_default_ns(void)
+{
+    g_autoptr(GError) error = NULL;
+    const char *xml = "<domain><name>caf\xc3\xa9-\xe2\x98\x83</name><vcpu>1</vcpu><metadata>"
+                      "<affinity xmlns='urn:softaff:domain:1' mode='off'/></metadata></domain>";
+    g_autoptr(SaDomainXml) d = sa_domain_xml_parse(xml, strlen(xml), &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpstr(d->name, ==, "caf\xc3\xa9-\xe2\x98\x83");
+    g_assert_true(d->has_metadata);
+    g_assert_no_error(d->metadata_error);
+    g_assert_cmpint(d->metadata.mode, ==, SA_MODE_OFF);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+
+    g_test_add_func("/domain/full", test_full);
+    g_test_add_func("/domain/plain", test_plain);
+    g_test_add_func("/domain/metadata/bad", test_bad_metadata);
+    g_test_add_func("/domain/metadata/two", test_two_metadata);
+    g_test_add_func("/domain/metadata/wrong-name", test_metadata_wrong_name);
+    g_test_add_func("/domain/metadata/elsewhere", test_metadata_elsewhere);
+    g_test_add_func("/domain/memory-units", test_memory_units);
+    g_test_add_func("/domain/vcpu", test_vcpu);
+    g_test_add_func("/domain/cpusets", test_cpusets);
+    g_test_add_func("/domain/invalid", test_invalid_documents);
+    g_test_add_func("/domain/utf8-name-default-ns", test_utf8_name_and_default_ns);
+
+    return g_test_run();
+}
