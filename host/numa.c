@@ -1,7 +1,7 @@
 /* softaff — NUMA facts from libnuma, or from a fixture sysfs tree in tests. */
 #define G_LOG_DOMAIN "softaff-numa"
 
-#include "numa.h"
+#include "sa-numa.h"
 
 #include <errno.h>
 #include <numa.h>

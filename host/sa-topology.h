@@ -39,13 +39,13 @@ typedef struct {
     GPtrArray *partitions;      /* SaPartition*, sorted by id */
     guint *partition_distance;  /* partitions->len × partitions->len, derived from node distance;
                                    two LLCs of one node are 10 apart, a partition from itself 0;
-                                   255 to or from a partition with no node */
-    /* Filled by sa_topology_load; may stay NULL/0 in topologies built by hand (tests): */
-    char *note;            /* how the layout was derived when it is not the plain one (LLC
-                              fallback to another cache level, no NUMA support), or NULL */
-    int *cpu_partition;    /* partition index of each CPU number, -1 for none; without it
-                              sa_topology_partition_of_cpu scans the partitions */
-    guint n_cpu_partition; /* entries in cpu_partition */
+                                   255 to or from a partition with no node (added) */
+    /* Added: filled by sa_topology_load; may stay NULL/0 in topologies built by hand (tests). */
+    char *note;                 /* how the layout was derived when it is not the plain one (LLC
+                                   fallback to another cache level, no NUMA support), or NULL */
+    int *cpu_partition;         /* partition index of each CPU number, -1 for none; without it
+                                   sa_topology_partition_of_cpu scans the partitions */
+    guint n_cpu_partition;      /* entries in cpu_partition */
 } SaTopology;
 
 void sa_topology_free(SaTopology *topo);

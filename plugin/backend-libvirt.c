@@ -37,6 +37,7 @@ typedef struct {
     GPtrArray *applied_vcpu;  /* SaCpuSet* we last wrote per vCPU, to recognise our own events */
     SaCpuSet *applied_emulator;
     GPtrArray *user_pins;     /* SaCpuSet* per vCPU pinned live by the user (tunable event) */
+    SaDomainXml *first_seen;  /* transient domain: its XML before softaff touched it */
 } LvVm;
 
 static void lv_vm_free(gpointer p)
@@ -47,6 +48,7 @@ static void lv_vm_free(gpointer p)
     g_ptr_array_unref(l->applied_vcpu);
     g_ptr_array_unref(l->user_pins);
     sa_cpuset_free(l->applied_emulator);
+    sa_domain_xml_free(l->first_seen);
     g_free(l);
 }
 
@@ -281,13 +283,13 @@ static void refresh_domain(SaLibvirt *lv, virDomainPtr dom)
     }
     /* The user's own pinning lives in the persistent definition: the live one holds ours. */
     g_autoptr(SaDomainXml) conf = NULL;
-    if (virDomainIsPersistent(dom) == 1) {
+    bool persistent = virDomainIsPersistent(dom) == 1;
+    if (persistent) {
         g_autofree char *conf_xml = get_xml(dom, VIR_DOMAIN_XML_INACTIVE, &error);
         if (conf_xml)
             conf = sa_domain_xml_parse(conf_xml, strlen(conf_xml), NULL);
         g_clear_error(&error);
     }
-    const SaDomainXml *own = conf ? conf : live;
 
     SaVm *vm = sa_daemon_lookup(d, uuid);
     if (!vm) {
@@ -299,6 +301,23 @@ static void refresh_domain(SaLibvirt *lv, virDomainPtr dom)
         g_info("%s: found (%u vCPUs)", name, live->n_vcpus);
     }
     LvVm *l = vm->backend_data;
+    const SaDomainXml *own = conf;
+    if (!own) {
+        /* A transient domain has no definition apart from the live one, which holds softaff's
+         * own pins once it placed the VM: keep what the VM looked like when first seen. When
+         * the live metadata already has assigned=, an earlier softaffd placed it, so its live
+         * pins are ours, not the user's. */
+        if (!l->first_seen) {
+            g_autofree char *again = get_xml(dom, 0, NULL);
+            l->first_seen = again ? sa_domain_xml_parse(again, strlen(again), NULL) : NULL;
+            if (l->first_seen && l->first_seen->has_metadata && !l->first_seen->metadata_error &&
+                l->first_seen->metadata.assigned >= 0) {
+                g_clear_pointer(&l->first_seen->vcpupin, g_ptr_array_unref);
+                g_clear_pointer(&l->first_seen->emulatorpin, sa_cpuset_free);
+            }
+        }
+        own = l->first_seen ? l->first_seen : live;
+    }
     if (l->dom != dom) {
         if (l->dom)
             virDomainFree(l->dom);

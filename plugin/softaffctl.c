@@ -280,6 +280,7 @@ static int cmd_advise(int argc, char **argv)
     g_autoptr(SaCpuSet) allowed = NULL;
     g_autoptr(SaTopology) topo = NULL;
     SaAdvice advice = {0};
+    g_autofree char *cpus = NULL;
 
     if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
         rc = usage_error(ctx, "%s", error->message);
@@ -315,7 +316,7 @@ static int cmd_advise(int argc, char **argv)
     }
     int idx = sa_topology_find_partition(topo, (guint)advice.partition_id);
     const SaPartition *p = g_ptr_array_index(topo->partitions, idx);
-    g_autofree char *cpus = sa_cpuset_format(p->cpus);
+    cpus = sa_cpuset_format(p->cpus);
     if (o.json) {
         json_object *root = json_object_new_object();
         json_object_object_add(root, "layout",

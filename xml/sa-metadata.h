@@ -27,8 +27,9 @@ typedef struct {
 void sa_metadata_init(SaMetadata *md);
 
 /* Parses the element alone, as virDomainGetMetadata(VIR_DOMAIN_METADATA_ELEMENT) returns it.
- * The namespace is matched by URI, not by prefix. Errors name the attribute, the bad value and
- * what is allowed. */
+ * The namespace is matched by URI, not by prefix; libvirt returns the element without its
+ * namespace, so a bare <affinity> is accepted too, another namespace is an error. Errors name
+ * the attribute, the bad value and what is allowed. */
 bool sa_metadata_parse(const char *xml, gsize len, SaMetadata *out, GError **error);
 /* Formats the element for virDomainSetMetadata (no namespace declaration: libvirt adds it),
  * e.g. <affinity mode="soft" preferred="auto" softness="50" assigned="1"/>. Unset attributes

@@ -29,7 +29,7 @@ SaXmlNumber sa_xml_parse_number(const char *text, guint64 max, guint64 *out);
 /* text for an error message: escaped (control characters as \n, \t, ...), cut at 64 characters. */
 char *sa_xml_quote(const char *text);
 
-/* Parses an element already known to be in SA_METADATA_NS. */
+/* Parses an element already known to be softaff's (in SA_METADATA_NS, or bare). */
 bool sa_metadata_parse_node(const xmlNode *node, SaMetadata *out, GError **error);
 
 G_END_DECLS

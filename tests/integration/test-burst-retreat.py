@@ -20,12 +20,22 @@ INTERVAL = 0.5
 LIMIT = 1.5  # 2 ticks + slack for the sampling and the guest's thread start
 
 
+def wait_or_explain(g, cpus, timeout):
+    """g.wait_affinity(); on timeout add the host's CPU utilization to the failure."""
+    try:
+        return g.wait_affinity(cpus, timeout)
+    except AssertionError as e:
+        raise AssertionError("%s\n  host CPU utilization now: %s" % (
+            e, T.format_utilization(T.cpu_utilization(0.5))))
+
+
 def main():
     a, b, daemon = T.two_partition_scenario(daemon_first=False, interval_ms=int(INTERVAL * 1000))
     results = {}
 
+    T.wait_host_quiet()  # again: the idle guests and the daemon are running now
     a.set_load(2)
-    el = a.wait_affinity({0, 1}, 10)
+    el = wait_or_explain(a, {0, 1}, 10)
     results["burst"] = el
     T.log("A busy, B idle: A on 0-1 after %.3fs" % el)
     assert b.all_on({1}), "B moved while idle: %s" % b.affinity_text()
@@ -36,7 +46,7 @@ def main():
     T.log("A throughput while bursting: %.0f units/s" % w_burst)
 
     b.set_load(2)
-    el = a.wait_affinity({0}, 10)
+    el = wait_or_explain(a, {0}, 10)
     results["retreat"] = el
     T.log("B busy: A back on 0 after %.3fs" % el)
     assert b.all_on({1}), "B left its home while busy: %s" % b.affinity_text()
@@ -44,7 +54,7 @@ def main():
     T.assert_libvirt_agrees(b)
 
     b.set_load(0)
-    el = a.wait_affinity({0, 1}, 10)
+    el = wait_or_explain(a, {0, 1}, 10)
     results["burst again"] = el
     T.log("B idle again: A on 0-1 after %.3fs" % el)
 

@@ -400,7 +400,8 @@ static void test_bad_values(Fixture *f, gconstpointer data)
         g_autoptr(GError) error = NULL;
         g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
 
-        g_test_message("case %" G_GSIZE_FORMAT ": %s", i, bad_files[i].contents);
+        g_autofree char *shown = g_strescape(bad_files[i].contents, NULL);
+        g_test_message("case %" G_GSIZE_FORMAT ": %s", i, shown);
         g_assert_null(cfg);
         g_assert_nonnull(error);
         g_test_message("  -> %s", error->message);

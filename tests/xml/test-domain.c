@@ -137,8 +137,21 @@ static void test_metadata_wrong_name(void)
     g_assert_true(d->has_metadata);
     g_assert_error(d->metadata_error, SA_ERROR, SA_ERROR_PARSE);
     g_assert_cmpstr(d->metadata_error->message, ==,
-                    "softaff metadata: element <pin> in namespace urn:softaff:domain:1 is not "
-                    "known (expected <affinity>)");
+                    "softaff metadata: element <pin> is not known (expected <affinity>)");
+}
+
+/* Inside a domain XML only the namespace counts: a bare <affinity> under <metadata> is not
+ * softaff's (libvirt drops un-namespaced metadata children when it parses a definition). */
+static void test_metadata_bare_in_domain(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d =
+        parse_inner("<vcpu>1</vcpu><metadata><affinity preferred='1'/></metadata>", &error);
+
+    g_assert_no_error(error);
+    g_assert_false(d->has_metadata);
+    g_assert_null(d->metadata_error);
+    g_assert_cmpint(d->metadata.preferred, ==, -1);
 }
 
 /* Outside <metadata> the element means nothing. */
@@ -363,6 +376,7 @@ int main(int argc, char **argv)
     g_test_add_func("/domain/metadata/two", test_two_metadata);
     g_test_add_func("/domain/metadata/wrong-name", test_metadata_wrong_name);
     g_test_add_func("/domain/metadata/elsewhere", test_metadata_elsewhere);
+    g_test_add_func("/domain/metadata/bare", test_metadata_bare_in_domain);
     g_test_add_func("/domain/memory-units", test_memory_units);
     g_test_add_func("/domain/vcpu", test_vcpu);
     g_test_add_func("/domain/cpusets", test_cpusets);

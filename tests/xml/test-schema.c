@@ -153,6 +153,7 @@ static void test_agreement(void)
     static const char *const wrappers[] = {
         "<softaff:affinity xmlns:softaff=\"" SA_METADATA_NS "\" ",
         "<affinity xmlns=\"" SA_METADATA_NS "\" ",
+        "<affinity xmlns:softaff=\"" SA_METADATA_NS "\" ",
     };
 
     for (gsize w = 0; w < G_N_ELEMENTS(wrappers); w++) {
@@ -173,6 +174,11 @@ static void test_agreement(void)
     static const char *const docs[] = {
         "<affinity xmlns=\"urn:softaff:domain:2\"/>",
         "<affinity/>",
+        "<affinity mode=\"strict\" preferred=\"1\" softness=\"50\"/>",
+        "<affinity xmlns=\"urn:other\"/>",
+        "<pinning/>",
+        "<affinity><affinity/></affinity>",
+        "<affinity xmlns:s=\"" SA_METADATA_NS "\"><s:affinity/></affinity>",
         "<softaff:affinity xmlns:softaff=\"" SA_METADATA_NS "\">\n  </softaff:affinity>",
         "<softaff:affinity xmlns:softaff=\"" SA_METADATA_NS "\"><!-- c --></softaff:affinity>",
         "<softaff:affinity xmlns:softaff=\"" SA_METADATA_NS "\">x</softaff:affinity>",

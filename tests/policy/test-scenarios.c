@@ -1,0 +1,546 @@
+/* softaff tests — the policy driven tick by tick through the scheduler simulator (sim.c).
+ * Default tick 500 ms, dwell 2000 ms, smoothing 0.5, max_holdoff 30000 ms, softness 50. */
+#define G_LOG_DOMAIN "softaff-test-scenarios"
+
+#include <glib.h>
+#include <string.h>
+
+#include "sim.h"
+
+#define TICK_MS 500
+#define IDLE 0.02 /* an idle guest's timer noise, per vCPU */
+
+static guint count_changes(Sim *sim, SimVm *vm, guint ticks)
+{
+    guint before = vm->changes;
+    sim_run(sim, ticks);
+    return vm->changes - before;
+}
+
+/* One busy VM, every other partition idle: it bursts at once and uses every CPU. */
+static void test_burst_uses_idle(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 8, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 1, NULL);
+    sim_vm_set_load(a, IDLE);
+    sim_vm_set_load(b, IDLE);
+    sim_run(sim, 6);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpstr(sim_emulator(a), ==, "0-1");
+    g_assert_cmpuint(a->changes, ==, 1);
+
+    sim_vm_set_load(a, 1.0);
+    int step = sim->tick;
+    sim_run(sim, 2);
+    /* The reaction target: applied within 2 ticks of the load step. */
+    g_assert_cmpint(a->last_change, >=, step);
+    g_assert_cmpint(a->last_change, <=, step + 1);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-7");
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_BURST);
+    g_assert_cmpuint(a->vm.st.visited->len, ==, 3);
+    g_assert_cmpstr(sim_emulator(a), ==, "0-1");
+    g_assert_nonnull(strstr(a->vm.reason, "burst onto partitions"));
+
+    /* Steady: no further changes, the VM gets (almost) all 8 CPUs, b stays home. */
+    g_assert_cmpuint(count_changes(sim, a, 40), ==, 0);
+    g_assert_cmpfloat(sim_vm_run(sim, a), >, 7.5);
+    g_assert_cmpstr(sim_vcpus(b), ==, "2-3");
+    g_assert_cmpuint(b->changes, ==, 1);
+    g_assert_cmpuint(a->vm.st.bursts, ==, 3);
+}
+
+/* Both owners busy: everybody stays home, nothing changes after the first placement. */
+static void test_two_busy_stay_home(void)
+{
+    for (guint vcpus = 2; vcpus <= 3; vcpus++) {
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", vcpus, 0, NULL);
+        SimVm *b = sim_add_vm(sim, "b", vcpus, 1, NULL);
+        sim_vm_set_load(a, 1.0);
+        sim_vm_set_load(b, 1.0);
+        for (guint k = 0; k < 60; k++) {
+            sim_step(sim);
+            g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+            g_assert_cmpstr(sim_vcpus(b), ==, "2-3");
+        }
+        g_assert_cmpuint(a->changes, ==, 1);
+        g_assert_cmpuint(b->changes, ==, 1);
+        /* All vCPU time at home. */
+        g_assert_cmpfloat(sim_vm_run_on(sim, a, "0-1"), ==, sim_vm_run(sim, a));
+        g_assert_cmpfloat(sim_vm_run_on(sim, b, "2-3"), ==, sim_vm_run(sim, b));
+    }
+}
+
+/* The owner wakes: the visitor leaves in the very tick that first sees the owner's load. */
+static void test_owner_wakes_retreat(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 1, NULL);
+    sim_vm_set_load(a, 1.0);
+    sim_vm_set_load(b, IDLE);
+    sim_run(sim, 10);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    /* An idle owner's noise does not evict the visitor. */
+    g_assert_cmpuint(a->changes, ==, 2);
+
+    sim_vm_set_load(b, 1.0);
+    int step = sim->tick;
+    sim_step(sim);
+    g_assert_cmpint(a->last_change, ==, step);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_HOME);
+    g_assert_cmpuint(a->vm.st.retreats, ==, 1);
+    g_assert_nonnull(strstr(a->vm.reason, "retreat from partition 1"));
+
+    /* It stays out while the owner is busy; the owner never moved and gets its CPUs. */
+    g_assert_cmpuint(count_changes(sim, a, 30), ==, 0);
+    g_assert_cmpstr(sim_vcpus(b), ==, "2-3");
+    g_assert_cmpuint(b->changes, ==, 1);
+    g_assert_cmpfloat(sim_vm_run(sim, b), >, 1.99);
+
+    /* The owner sleeps again: the first forced retreat costs no back-off. */
+    sim_vm_set_load(b, IDLE);
+    step = sim->tick;
+    sim_run(sim, 2);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    g_assert_cmpint(a->last_change, <=, step + 1);
+}
+
+/* The VM's own load switches every 2 ticks: it bursts once and does not flap. */
+static void test_own_load_oscillates(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 1, NULL);
+    sim_vm_set_load(b, IDLE);
+    guint changes_late = 0;
+    for (guint k = 0; k < 120; k++) {
+        sim_vm_set_load(a, (k / 2) % 2 ? 1.0 : IDLE);
+        guint before = a->changes;
+        sim_step(sim);
+        if (k >= 20)
+            changes_late += a->changes - before;
+    }
+    g_test_message("a: %u changes, %u in the last 100 ticks", a->changes, changes_late);
+    g_assert_cmpuint(changes_late, <=, 100 / 20);
+    g_assert_cmpuint(a->changes, <=, 3);
+    g_assert_cmpuint(b->changes, ==, 1);
+}
+
+/* The neighbour's owner switches every 2 ticks: the visitor backs off exponentially, still
+ * bursts now and then, and in steady state changes at most once per 20 ticks. */
+static void test_owner_load_oscillates(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 1, NULL);
+    sim_vm_set_load(a, 1.0);
+    guint changes_late = 0, bursts_late = 0;
+    for (guint k = 0; k < 240; k++) {
+        sim_vm_set_load(b, (k / 2) % 2 ? 1.0 : IDLE);
+        guint before = a->changes;
+        guint64 bursts = a->vm.st.bursts;
+        sim_step(sim);
+        if (k >= 80) {
+            changes_late += a->changes - before;
+            bursts_late += (guint)(a->vm.st.bursts - bursts);
+        }
+        g_assert_cmpstr(sim_vcpus(b), ==, "2-3");
+    }
+    g_test_message("a: %u changes, %u in the last 160 ticks, %u forced retreats pending",
+                   a->changes, changes_late, a->vm.st.forced_retreats);
+    g_assert_cmpuint(changes_late, <=, 160 / 20);
+    g_assert_cmpuint(bursts_late, >=, 1);
+    g_assert_cmpuint(a->vm.st.forced_retreats, >=, 3);
+    g_assert_cmpuint(b->changes, ==, 1);
+}
+
+/* Distances: 0-2 is 12, 0-1 is 21, 0-3 is 31. */
+static const guint four_nodes[16] = {
+    10, 21, 12, 31, /**/ 21, 10, 31, 12, /**/ 12, 31, 10, 21, /**/ 31, 12, 21, 10,
+};
+
+static void test_nearest_first(void)
+{
+    {
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 2, four_nodes), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 3, 0, NULL);
+        sim_vm_set_load(a, 1.0);
+        sim_run(sim, 3);
+        g_assert_cmpstr(sim_vcpus(a), ==, "0-1,4-5");
+    }
+    {
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 2, four_nodes), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+        sim_vm_set_load(a, 1.0);
+        sim_run(sim, 3);
+        /* two partitions needed: node 2, then node 1, never the far node 3 */
+        g_assert_cmpstr(sim_vcpus(a), ==, "0-5");
+        g_assert_cmpuint(g_array_index(a->vm.st.visited, guint, 0), ==, 2);
+        g_assert_cmpuint(g_array_index(a->vm.st.visited, guint, 1), ==, 1);
+        g_assert_cmpuint(count_changes(sim, a, 20), ==, 0);
+    }
+    {
+        /* From node 3: node 1 (12), then node 2 (21). */
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 2, four_nodes), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 4, 3, NULL);
+        sim_vm_set_load(a, 1.0);
+        sim_run(sim, 3);
+        g_assert_cmpstr(sim_vcpus(a), ==, "2-7");
+        g_assert_cmpuint(g_array_index(a->vm.st.visited, guint, 0), ==, 1);
+    }
+}
+
+/* Bursting on two partitions, the owner of the nearer one wakes: only that one is left. */
+static void test_partial_retreat(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 2, four_nodes), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 5, 0, NULL);
+    SimVm *c = sim_add_vm(sim, "c", 2, 2, NULL);
+    sim_vm_set_load(a, 1.0);
+    sim_vm_set_load(c, IDLE);
+    sim_run(sim, 6);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-5");
+    sim_vm_set_load(c, 1.0);
+    int step = sim->tick;
+    sim_step(sim);
+    g_assert_cmpint(a->last_change, ==, step);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_BURST);
+    g_assert_cmpuint(a->vm.st.visited->len, ==, 1);
+    g_assert_cmpuint(g_array_index(a->vm.st.visited, guint, 0), ==, 1);
+    g_assert_cmpstr(sim_vcpus(c), ==, "4-5");
+}
+
+/* A bursting VM that needs more later widens, but only after the dwell time. */
+static void test_widen_after_dwell(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 8, 0, NULL);
+    for (guint v = 0; v < 8; v++)
+        a->load[v] = v < 3 ? 1.0 : 0.0;
+    sim_run(sim, 3);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    int burst = a->last_change;
+    for (guint v = 0; v < 8; v++)
+        a->load[v] = 1.0;
+    guint changes = a->changes;
+    sim_run(sim, 12);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-7");
+    g_assert_cmpuint(a->changes, ==, changes + 1);
+    g_assert_cmpint(a->last_change, >=, burst + 4);
+    g_assert_nonnull(strstr(a->vm.reason, "widen onto partitions 2, 3"));
+    g_assert_cmpuint(count_changes(sim, a, 20), ==, 0);
+}
+
+/* Only as many partitions as needed. */
+static void test_partial_burst(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(4, 4, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 6, 0, NULL);
+    sim_vm_set_load(a, 1.0);
+    sim_run(sim, 3);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-7");
+    g_assert_cmpuint(a->vm.st.visited->len, ==, 1);
+    g_assert_cmpuint(count_changes(sim, a, 30), ==, 0);
+    g_assert_cmpfloat(sim_vm_wait(sim, a), <, 0.01);
+}
+
+/* A VM with more vCPUs than its home has CPUs: bursts when it can, lives at home when not. */
+static void test_vm_larger_than_home(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 6, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 1, NULL);
+    sim_vm_set_load(a, 1.0);
+    sim_vm_set_load(b, 1.0);
+    sim_run(sim, 20);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpuint(a->changes, ==, 1);
+    g_assert_cmpfloat(sim_vm_wait(sim, a), >, 3.9);
+
+    sim_vm_set_load(b, IDLE);
+    sim_run(sim, 2);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    g_assert_cmpstr(sim_emulator(a), ==, "0-1");
+    sim_run(sim, 10);
+    g_assert_cmpfloat(sim_vm_run(sim, a), >, 3.9);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+}
+
+static void test_strict_and_softness_zero(void)
+{
+    for (int variant = 0; variant < 2; variant++) {
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+        if (variant == 0)
+            a->vm.mode = SA_MODE_STRICT;
+        else
+            a->vm.softness = 0;
+        sim_vm_set_load(a, 1.0);
+        for (guint k = 0; k < 30; k++) {
+            sim_step(sim);
+            g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+            g_assert_cmpint(a->vm.st.state, ==, SA_STATE_HOME);
+        }
+        g_assert_cmpuint(a->changes, ==, 1);
+
+        /* Made strict while bursting: back home in the same tick. */
+        if (variant == 0) {
+            a->vm.mode = SA_MODE_SOFT;
+            sim_run(sim, 2);
+            g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+            a->vm.mode = SA_MODE_STRICT;
+            sim_step(sim);
+            g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+            g_assert_nonnull(strstr(a->vm.reason, "strict"));
+        }
+    }
+}
+
+static void test_mode_off(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 2, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 1, NULL);
+    a->vm.mode = SA_MODE_OFF;
+    sim_vm_set_load(a, 1.0);
+    sim_vm_set_load(b, 1.0);
+    sim_run(sim, 10);
+    g_assert_false(a->vm.st.placed);
+    g_assert_null(a->vm.st.vcpus);
+    g_assert_cmpuint(a->changes, ==, 0);
+    /* Its load is somebody else's: unmanaged load where it ran. */
+    double unmanaged = sim->usage[0].unmanaged + sim->usage[1].unmanaged;
+    g_assert_cmpfloat(unmanaged, >, 1.0);
+    g_assert_cmpuint(sim->usage[0].owner_vcpus, ==, 0);
+    g_assert_cmpuint(sim->usage[1].owner_vcpus, ==, 2);
+
+    /* Managed again: placed again, changed. */
+    a->vm.mode = SA_MODE_SOFT;
+    sim_step(sim);
+    g_assert_true(a->vm.changed);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    a->vm.mode = SA_MODE_OFF;
+    sim_step(sim);
+    g_assert_false(a->vm.changed);
+    g_assert_false(a->vm.st.placed);
+}
+
+/* The allowed set forbids the nearest partition: the burst skips it. Only allowed CPUs of a
+ * partition are used. */
+static void test_allowed_forbids_partition(void)
+{
+    static const guint three[9] = {10, 12, 20, /**/ 12, 10, 20, /**/ 20, 20, 10};
+    {
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(3, 2, three), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 4, 0, "0-1,4-5");
+        sim_vm_set_load(a, 1.0);
+        sim_run(sim, 20);
+        g_assert_cmpstr(sim_vcpus(a), ==, "0-1,4-5");
+        g_assert_cmpuint(a->changes, ==, 2);
+    }
+    {
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(3, 2, three), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 3, 0, "0-2");
+        sim_vm_set_load(a, 1.0);
+        sim_run(sim, 20);
+        g_assert_cmpstr(sim_vcpus(a), ==, "0-2");
+        g_assert_cmpstr(sim_emulator(a), ==, "0-1");
+    }
+    {
+        /* Home has no allowed CPU: the vCPUs get the allowed set, nothing else. */
+        g_autoptr(Sim) sim = sim_new(sim_topology_uniform(3, 2, three), TICK_MS);
+        SimVm *a = sim_add_vm(sim, "a", 2, 0, "4-5");
+        sim_vm_set_load(a, 1.0);
+        sim_run(sim, 5);
+        g_assert_cmpint(a->vm.st.home, ==, 0);
+        g_assert_cmpstr(sim_vcpus(a), ==, "4-5");
+        g_assert_cmpstr(sim_emulator(a), ==, "4-5");
+        g_assert_cmpuint(a->changes, ==, 1);
+    }
+}
+
+/* Load softaff does not manage counts as owner load: visitors leave when it rises. */
+static void test_unmanaged_load(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+    sim_vm_set_load(a, 1.0);
+    sim->unmanaged[2] = 0.1; /* a little host noise is tolerated */
+    sim_run(sim, 10);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    g_assert_cmpuint(a->changes, ==, 2);
+
+    sim->unmanaged[2] = 0.9;
+    sim->unmanaged[3] = 0.9;
+    int step = sim->tick;
+    sim_step(sim);
+    g_assert_cmpint(a->last_change, ==, step);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpfloat(sim->usage[1].unmanaged, >, 0.9);
+    g_assert_cmpfloat(sim->usage[1].visitors, >, 0.9);
+    sim_run(sim, 10);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpfloat(sim->usage[1].unmanaged, >, 1.7);
+    g_assert_cmpfloat(sim->usage[1].visitors, ==, 0);
+}
+
+/* Three VMs share one home, the other partition is idle: nobody starves, the home keeps at
+ * least one of them, and the arrangement is stable. */
+static void test_three_share_home(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 4, NULL), TICK_MS);
+    SimVm *vm[3] = {
+        sim_add_vm(sim, "a", 2, 0, NULL),
+        sim_add_vm(sim, "b", 2, 0, NULL),
+        sim_add_vm(sim, "c", 2, 0, NULL),
+    };
+    for (guint i = 0; i < 3; i++)
+        sim_vm_set_load(vm[i], 1.0);
+    sim_run(sim, 6);
+    guint changes[3], at_home = 0;
+    double wait = 0;
+    for (guint i = 0; i < 3; i++) {
+        changes[i] = vm[i]->changes;
+        wait += sim_vm_wait(sim, vm[i]);
+        at_home += vm[i]->vm.st.state == SA_STATE_HOME;
+        g_assert_cmpstr(sim_emulator(vm[i]), ==, "0-3");
+        g_assert_cmpint(vm[i]->vm.st.home, ==, 0);
+    }
+    g_assert_cmpfloat(wait, <, 0.05);
+    g_assert_cmpuint(at_home, >=, 1);
+    g_assert_cmpuint(sim->usage[0].n_owner_vms, ==, 3);
+    g_assert_cmpuint(sim->usage[0].owner_vcpus, ==, 6);
+    sim_run(sim, 40);
+    for (guint i = 0; i < 3; i++)
+        g_assert_cmpuint(vm[i]->changes, ==, changes[i]);
+}
+
+/* A partition without online CPUs is never a home and never a burst target. */
+static void test_cpuless_partition(void)
+{
+    static const char *const lists[] = {"0-1", "", "2-3"};
+    g_autoptr(Sim) sim = sim_new(sim_topology_new(3, lists, NULL), TICK_MS);
+    SimVm *vms[4];
+    for (guint i = 0; i < 4; i++) {
+        g_autofree char *name = g_strdup_printf("vm%u", i);
+        vms[i] = sim_add_vm(sim, name, 1, -1, NULL);
+    }
+    SimVm *p = sim_add_vm(sim, "pref1", 1, 1, NULL);
+    SimVm *big = sim_add_vm(sim, "big", 4, -1, NULL);
+    sim_step(sim);
+    for (guint i = 0; i < 4; i++)
+        g_assert_cmpint(vms[i]->vm.st.home, !=, 1);
+    g_assert_cmpint(p->vm.st.home, !=, 1);
+    g_assert_cmpint(big->vm.st.home, !=, 1);
+    g_assert_nonnull(strstr(p->vm.reason, "preferred partition 1"));
+    g_assert_cmpuint(sim->usage[1].owner_vcpus, ==, 0);
+
+    /* A busy VM bursts past it onto the other partition. */
+    sim_vm_set_load(big, 1.0);
+    sim_run(sim, 5);
+    g_assert_cmpstr(sim_vcpus(big), ==, "0-3");
+    g_assert_cmpuint(big->vm.st.visited->len, ==, 1);
+    g_assert_cmpuint(g_array_index(big->vm.st.visited, guint, 0), !=, 1);
+}
+
+/* A preferred id that the layout lacks falls back to auto and says so. */
+static void test_preferred_missing(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 2, 0, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 2, 7, NULL);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.home, ==, 0);
+    g_assert_cmpint(b->vm.st.home, ==, 1); /* the least committed */
+    g_assert_nonnull(strstr(b->vm.reason, "preferred partition 7"));
+    g_assert_nonnull(strstr(b->vm.reason, "auto"));
+    g_assert_true(b->vm.changed);
+}
+
+/* The VM's load drops: it returns home once the smaller demand has fit for dwell_ms. */
+static void test_return_home(void)
+{
+    g_autoptr(Sim) sim = sim_new(sim_topology_uniform(2, 2, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 4, 0, NULL);
+    sim_vm_set_load(a, 1.0);
+    sim_run(sim, 10);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    sim_vm_set_load(a, 0.3);
+    int step = sim->tick;
+    sim_run(sim, 20);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpuint(a->changes, ==, 3);
+    /* Not before dwell_ms of fitting (4 ticks), not much later either. */
+    g_assert_cmpint(a->last_change, >=, step + 4);
+    g_assert_cmpint(a->last_change, <=, step + 8);
+    g_assert_cmpuint(a->vm.st.retreats, ==, 0);
+    g_assert_nonnull(strstr(a->vm.reason, "return home"));
+
+    /* Busy again right away: the dwell time holds the burst back, then it bursts. */
+    sim_vm_set_load(a, 1.0);
+    int back = a->last_change;
+    sim_run(sim, 10);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-3");
+    g_assert_cmpint(a->last_change, >=, back + 4);
+}
+
+/* Same inputs, same outputs: two identical runs agree on every tick. */
+static void test_determinism(void)
+{
+    g_autoptr(Sim) s1 = sim_new(sim_topology_uniform(4, 2, four_nodes), TICK_MS);
+    g_autoptr(Sim) s2 = sim_new(sim_topology_uniform(4, 2, four_nodes), TICK_MS);
+    Sim *sims[2] = {s1, s2};
+    for (guint s = 0; s < 2; s++) {
+        for (guint i = 0; i < 6; i++) {
+            g_autofree char *name = g_strdup_printf("vm%u", i);
+            sim_add_vm(sims[s], name, 1 + i % 3, -1, NULL);
+        }
+    }
+    for (guint k = 0; k < 80; k++) {
+        for (guint s = 0; s < 2; s++) {
+            for (guint i = 0; i < 6; i++) {
+                SimVm *vm = g_ptr_array_index(sims[s]->vms, i);
+                sim_vm_set_load(vm, ((k / (3 + i)) + i) % 3 == 0 ? 1.0 : IDLE);
+            }
+            sim_step(sims[s]);
+        }
+        for (guint i = 0; i < 6; i++) {
+            SimVm *v1 = g_ptr_array_index(s1->vms, i);
+            SimVm *v2 = g_ptr_array_index(s2->vms, i);
+            g_assert_cmpstr(sim_vcpus(v1), ==, sim_vcpus(v2));
+            g_assert_cmpstr(sim_emulator(v1), ==, sim_emulator(v2));
+            g_assert_cmpint(v1->vm.st.home, ==, v2->vm.st.home);
+            g_assert_cmpint(v1->vm.changed, ==, v2->vm.changed);
+            g_assert_cmpstr(v1->vm.reason, ==, v2->vm.reason);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/policy/burst-uses-idle", test_burst_uses_idle);
+    g_test_add_func("/policy/two-busy-stay-home", test_two_busy_stay_home);
+    g_test_add_func("/policy/owner-wakes-retreat", test_owner_wakes_retreat);
+    g_test_add_func("/policy/own-load-oscillates", test_own_load_oscillates);
+    g_test_add_func("/policy/owner-load-oscillates", test_owner_load_oscillates);
+    g_test_add_func("/policy/nearest-first", test_nearest_first);
+    g_test_add_func("/policy/partial-burst", test_partial_burst);
+    g_test_add_func("/policy/partial-retreat", test_partial_retreat);
+    g_test_add_func("/policy/widen-after-dwell", test_widen_after_dwell);
+    g_test_add_func("/policy/vm-larger-than-home", test_vm_larger_than_home);
+    g_test_add_func("/policy/strict-and-softness-zero", test_strict_and_softness_zero);
+    g_test_add_func("/policy/mode-off", test_mode_off);
+    g_test_add_func("/policy/allowed-forbids-partition", test_allowed_forbids_partition);
+    g_test_add_func("/policy/unmanaged-load", test_unmanaged_load);
+    g_test_add_func("/policy/three-share-home", test_three_share_home);
+    g_test_add_func("/policy/cpuless-partition", test_cpuless_partition);
+    g_test_add_func("/policy/preferred-missing", test_preferred_missing);
+    g_test_add_func("/policy/return-home", test_return_home);
+    g_test_add_func("/policy/determinism", test_determinism);
+    return g_test_run();
+}
