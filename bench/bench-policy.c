@@ -163,6 +163,110 @@ static char *synthetic_proc_stat(void)
     return g_string_free(s, FALSE);
 }
 
+typedef struct {
+    double median, p95, max;
+    guint64 changes, bursts, retreats, bursting;
+    double host_load;
+} PolicyResult;
+
+/* Runs warmup + ticks policy ticks; hot: fraction of the VMs that prefer node 0 (the others are
+ * auto), so that node 0 is overcommitted and its VMs burst. */
+static PolicyResult run_policy(guint ticks, guint warmup, double hot)
+{
+    g_autoptr(SaTopology) topo = make_topology();
+    g_autoptr(GRand) rand = g_rand_new_with_seed(20240601);
+    BenchVm *vms = g_new0(BenchVm, N_VMS);
+    SaPolicyVm **pvms = g_new(SaPolicyVm *, N_VMS);
+    char **names = g_new0(char *, N_VMS);
+    for (guint i = 0; i < N_VMS; i++) {
+        sa_policy_vm_init(&vms[i].vm);
+        names[i] = g_strdup_printf("vm%04u", i);
+        vms[i].vm.name = names[i];
+        vms[i].vm.n_vcpus = VCPUS;
+        vms[i].vm.allowed = topo->online;
+        vms[i].vm.memory_bytes = G_GUINT64_CONSTANT(4) << 30;
+        vms[i].vm.preferred = i < hot * N_VMS ? 0 : -1;
+        double l = load_class(rand);
+        for (guint v = 0; v < VCPUS; v++)
+            vms[i].load[v] = l;
+        pvms[i] = &vms[i].vm;
+    }
+
+    SaPolicyConfig cfg;
+    sa_policy_config_init(&cfg);
+    double *busy = g_new0(double, N_CPUS);
+    SaPartitionUsage usage[N_NODES];
+    SaPolicyHost host = {
+        .topo = topo,
+        .cpu_busy = busy,
+        .n_cpu_busy = N_CPUS,
+        .interval_ns = 0,
+        .now_ms = 1000000,
+    };
+    double *times = g_new(double, ticks);
+    PolicyResult r = {0};
+    double host_busy = 0;
+    for (guint t = 0; t < warmup + ticks; t++) {
+        if (t > 0) {
+            /* Every 4 ticks, 1% of the VMs change their load class. */
+            if (t % 4 == 0) {
+                for (guint k = 0; k < N_VMS / 100; k++) {
+                    BenchVm *b = &vms[g_rand_int_range(rand, 0, N_VMS)];
+                    double l = load_class(rand);
+                    for (guint v = 0; v < VCPUS; v++)
+                        b->load[v] = l;
+                }
+            }
+            simulate(vms, busy, t);
+            host.interval_ns = (guint64)INTERVAL_MS * 1000000;
+            host.now_ms += INTERVAL_MS;
+            for (guint i = 0; i < N_VMS; i++)
+                vms[i].vm.vcpu_samples = vms[i].samples;
+        }
+        double t0 = thread_cpu_us();
+        sa_policy_tick(&cfg, &host, pvms, N_VMS, usage);
+        double t1 = thread_cpu_us();
+        if (t >= warmup) {
+            times[t - warmup] = t1 - t0;
+            for (guint i = 0; i < N_VMS; i++)
+                r.changes += vms[i].vm.changed;
+            for (guint c = 0; c < N_CPUS; c++)
+                host_busy += busy[c];
+        }
+    }
+    for (guint i = 0; i < N_VMS; i++) {
+        r.bursts += vms[i].vm.st.bursts;
+        r.retreats += vms[i].vm.st.retreats;
+        r.bursting += vms[i].vm.st.state == SA_STATE_BURST;
+        sa_policy_vm_clear(&vms[i].vm);
+        g_free(names[i]);
+    }
+    r.median = percentile(times, ticks, 0.5);
+    r.p95 = percentile(times, ticks, 0.95);
+    r.max = times[ticks - 1];
+    r.host_load = host_busy / ((double)ticks * N_CPUS);
+    g_free(names);
+    g_free(vms);
+    g_free(pvms);
+    g_free(busy);
+    g_free(times);
+    return r;
+}
+
+static bool print_policy(const char *what, const PolicyResult *r, guint ticks)
+{
+    bool ok = r->p95 <= TARGET_TICK_US;
+    printf("policy tick, %s (mean host load %.0f%%):\n", what, 100 * r->host_load);
+    printf("  median %7.1f us   p95 %7.1f us   max %7.1f us   target <= %.0f us   %s\n", r->median,
+           r->p95, r->max, TARGET_TICK_US, ok ? "OK" : "OVER");
+    printf("  %u ticks: %" G_GUINT64_FORMAT " changes applied (%.3f per VM per 10 s, target <= 1), "
+           "%" G_GUINT64_FORMAT " partitions added by bursts, %" G_GUINT64_FORMAT
+           " forced retreats, %" G_GUINT64_FORMAT " VMs bursting at the end\n",
+           ticks, r->changes, r->changes / (double)N_VMS / (ticks * INTERVAL_MS / 10000.0),
+           r->bursts, r->retreats, r->bursting);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     gint ticks = 2000, warmup = 200, parses = 2000;
@@ -184,81 +288,17 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    g_autoptr(SaTopology) topo = make_topology();
-    g_autoptr(GRand) rand = g_rand_new_with_seed(20240601);
-    BenchVm *vms = g_new0(BenchVm, N_VMS);
-    SaPolicyVm **pvms = g_new(SaPolicyVm *, N_VMS);
-    g_autofree char **names = g_new0(char *, N_VMS + 1);
-    for (guint i = 0; i < N_VMS; i++) {
-        sa_policy_vm_init(&vms[i].vm);
-        names[i] = g_strdup_printf("vm%04u", i);
-        vms[i].vm.name = names[i];
-        vms[i].vm.n_vcpus = VCPUS;
-        vms[i].vm.allowed = topo->online;
-        vms[i].vm.memory_bytes = G_GUINT64_CONSTANT(4) << 30;
-        double l = load_class(rand);
-        for (guint v = 0; v < VCPUS; v++)
-            vms[i].load[v] = l;
-        pvms[i] = &vms[i].vm;
-    }
-
-    SaPolicyConfig cfg;
-    sa_policy_config_init(&cfg);
-    double *busy = g_new0(double, N_CPUS);
-    SaPartitionUsage usage[N_NODES];
-    SaPolicyHost host = {
-        .topo = topo,
-        .cpu_busy = busy,
-        .n_cpu_busy = N_CPUS,
-        .interval_ns = 0,
-        .now_ms = 1000000,
-    };
-    guint total = (guint)(warmup + ticks);
-    double *times = g_new(double, (guint)ticks);
-    guint64 changes = 0;
-    double host_busy = 0;
-    for (guint t = 0; t < total; t++) {
-        if (t > 0) {
-            /* Every 4 ticks, 1% of the VMs change their load class. */
-            if (t % 4 == 0) {
-                for (guint k = 0; k < N_VMS / 100; k++) {
-                    BenchVm *b = &vms[g_rand_int_range(rand, 0, N_VMS)];
-                    double l = load_class(rand);
-                    for (guint v = 0; v < VCPUS; v++)
-                        b->load[v] = l;
-                }
-            }
-            simulate(vms, busy, t);
-            host.interval_ns = (guint64)INTERVAL_MS * 1000000;
-            host.now_ms += INTERVAL_MS;
-            for (guint i = 0; i < N_VMS; i++)
-                vms[i].vm.vcpu_samples = vms[i].samples;
-        }
-        double t0 = thread_cpu_us();
-        sa_policy_tick(&cfg, &host, pvms, N_VMS, usage);
-        double t1 = thread_cpu_us();
-        if (t >= (guint)warmup) {
-            times[t - (guint)warmup] = t1 - t0;
-            for (guint i = 0; i < N_VMS; i++)
-                changes += vms[i].vm.changed;
-            for (guint c = 0; c < N_CPUS; c++)
-                host_busy += busy[c];
-        }
-    }
-    guint64 bursts = 0, retreats = 0, bursting = 0;
-    for (guint i = 0; i < N_VMS; i++) {
-        bursts += vms[i].vm.st.bursts;
-        retreats += vms[i].vm.st.retreats;
-        bursting += vms[i].vm.st.state == SA_STATE_BURST;
-    }
-    double median = percentile(times, (guint)ticks, 0.5);
-    double p95 = percentile(times, (guint)ticks, 0.95);
-    double worst = times[ticks - 1];
+    printf("host: %d CPUs in %d NUMA nodes (layout node), %d VMs x %d vCPUs, tick %d ms\n", N_CPUS,
+           N_NODES, N_VMS, VCPUS, INTERVAL_MS);
+    PolicyResult even = run_policy((guint)ticks, (guint)warmup, 0.0);
+    bool ok = print_policy("auto homes", &even, (guint)ticks);
+    PolicyResult hot = run_policy((guint)ticks, (guint)warmup, 0.4);
+    ok = print_policy("40% of the VMs homed on node 0 (bursting)", &hot, (guint)ticks) && ok;
 
     /* /proc/stat parsing. */
     g_autofree char *stat = synthetic_proc_stat();
     gsize stat_len = strlen(stat);
-    double *ptimes = g_new(double, (guint)parses);
+    g_autofree double *ptimes = g_new(double, (guint)parses);
     for (guint k = 0; k < (guint)parses; k++) {
         double t0 = thread_cpu_us();
         g_autoptr(GArray) cpus = sa_procstat_parse(stat, stat_len, &error);
@@ -272,30 +312,9 @@ int main(int argc, char **argv)
     }
     double pmedian = percentile(ptimes, (guint)parses, 0.5);
     double pp95 = percentile(ptimes, (guint)parses, 0.95);
-
-    printf("host: %d CPUs in %d nodes, %d VMs x %d vCPUs, tick %d ms, mean host load %.0f%%\n",
-           N_CPUS, N_NODES, N_VMS, VCPUS, INTERVAL_MS,
-           100.0 * host_busy / ((double)ticks * N_CPUS));
-    printf("policy tick:   median %7.1f us   p95 %7.1f us   max %7.1f us   (target <= %.0f us)  "
-           "%s\n",
-           median, p95, worst, TARGET_TICK_US, p95 <= TARGET_TICK_US ? "OK" : "OVER");
-    printf("  over %d ticks: %" G_GUINT64_FORMAT " applied changes (%.3f per VM per 10 s), "
-           "%" G_GUINT64_FORMAT " partitions added by bursts, %" G_GUINT64_FORMAT
-           " forced retreats, %" G_GUINT64_FORMAT " VMs bursting at the end\n",
-           ticks, changes, changes / (double)N_VMS / (ticks * INTERVAL_MS / 10000.0), bursts,
-           retreats, bursting);
-    printf("procstat parse (%d CPUs, %zu bytes): median %6.1f us   p95 %6.1f us   (share of the "
-           "20 ms sampling + policy + apply budget)\n",
-           N_CPUS, stat_len, pmedian, pp95);
-
-    for (guint i = 0; i < N_VMS; i++) {
-        sa_policy_vm_clear(&vms[i].vm);
-        g_free(names[i]);
-    }
-    g_free(vms);
-    g_free(pvms);
-    g_free(busy);
-    g_free(times);
-    g_free(ptimes);
-    return p95 <= TARGET_TICK_US ? 0 : 1;
+    printf("procstat parse (%d CPUs, %zu bytes):\n", N_CPUS, stat_len);
+    printf("  median %7.1f us   p95 %7.1f us   (part of the sampling + policy + apply budget of "
+           "20 ms a tick)\n",
+           pmedian, pp95);
+    return ok ? 0 : 1;
 }

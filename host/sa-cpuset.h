@@ -19,7 +19,8 @@ void sa_cpuset_free(SaCpuSet *set);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaCpuSet, sa_cpuset_free)
 
 /* Parses a kernel/libvirt cpulist. Whitespace around the text (a trailing newline) is allowed;
- * "" and "\n" give an empty set. Anything else that is not a cpulist is an error naming the text. */
+ * "" and "\n" give an empty set. Anything else that is not a cpulist is an error naming the text.
+ */
 SaCpuSet *sa_cpuset_parse(const char *text, GError **error);
 /* Canonical cpulist, ranges merged: "0-3,8". The empty set formats as "". */
 char *sa_cpuset_format(const SaCpuSet *set);

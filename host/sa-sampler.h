@@ -39,10 +39,10 @@ bool sa_stat_sampler_sample(SaStatSampler *s, GArray *loads, GError **error);
 
 /* Thread counters. */
 typedef struct {
-    guint64 run_ns;    /* schedstat field 1: time on CPU */
-    guint64 delay_ns;  /* schedstat field 2: time runnable but waiting */
-    int last_cpu;      /* stat field 39 "processor" */
-    char comm[64];     /* stat field 2, without the parentheses */
+    guint64 run_ns;   /* schedstat field 1: time on CPU */
+    guint64 delay_ns; /* schedstat field 2: time runnable but waiting */
+    int last_cpu;     /* stat field 39 "processor" */
+    char comm[64];    /* stat field 2, without the parentheses */
 } SaThreadSample;
 
 bool sa_schedstat_parse(const char *buf, guint64 *run_ns, guint64 *delay_ns, GError **error);

@@ -18,34 +18,34 @@ const char *sa_layout_to_string(SaLayout layout);
 bool sa_layout_from_string(const char *text, SaLayout *out, GError **error);
 
 typedef struct {
-    guint id;           /* the kernel's node id (sparse ids are kept) */
-    SaCpuSet *cpus;     /* online CPUs of the node (may be empty: CPU-less node) */
-    guint64 mem_total;  /* bytes; 0 for a memoryless node */
-    guint64 mem_free;   /* bytes */
+    guint id;          /* the kernel's node id (sparse ids are kept) */
+    SaCpuSet *cpus;    /* online CPUs of the node (may be empty: CPU-less node) */
+    guint64 mem_total; /* bytes; 0 for a memoryless node */
+    guint64 mem_free;  /* bytes */
 } SaNode;
 
 typedef struct {
-    guint id;         /* node id (node), cache id (llc), index in [partitions] custom (custom) */
-    SaCpuSet *cpus;   /* online CPUs of the partition; may be empty (all offline) */
-    int node;         /* index into SaTopology.nodes of the node holding most of its CPUs, -1 if none */
+    guint id;       /* node id (node), cache id (llc), index in [partitions] custom (custom) */
+    SaCpuSet *cpus; /* online CPUs of the partition; may be empty (all offline) */
+    int node; /* index into SaTopology.nodes of the node holding most of its CPUs, -1 if none */
 } SaPartition;
 
 typedef struct {
     SaLayout layout;
-    SaCpuSet *online;    /* all online CPUs */
-    SaCpuSet *unplaced;  /* online CPUs in no partition (e.g. in no NUMA node) */
-    GPtrArray *nodes;    /* SaNode*, sorted by id */
-    guint *node_distance;       /* nodes->len × nodes->len, row-major, SLIT units (10 = local) */
-    GPtrArray *partitions;      /* SaPartition*, sorted by id */
-    guint *partition_distance;  /* partitions->len × partitions->len, derived from node distance;
-                                   two LLCs of one node are 10 apart, a partition from itself 0;
-                                   255 to or from a partition with no node (added) */
+    SaCpuSet *online;          /* all online CPUs */
+    SaCpuSet *unplaced;        /* online CPUs in no partition (e.g. in no NUMA node) */
+    GPtrArray *nodes;          /* SaNode*, sorted by id */
+    guint *node_distance;      /* nodes->len × nodes->len, row-major, SLIT units (10 = local) */
+    GPtrArray *partitions;     /* SaPartition*, sorted by id */
+    guint *partition_distance; /* partitions->len × partitions->len, derived from node distance;
+                                  two LLCs of one node are 10 apart, a partition from itself 0;
+                                  255 to or from a partition with no node (added) */
     /* Added: filled by sa_topology_load; may stay NULL/0 in topologies built by hand (tests). */
-    char *note;                 /* how the layout was derived when it is not the plain one (LLC
-                                   fallback to another cache level, no NUMA support), or NULL */
-    int *cpu_partition;         /* partition index of each CPU number, -1 for none; without it
-                                   sa_topology_partition_of_cpu scans the partitions */
-    guint n_cpu_partition;      /* entries in cpu_partition */
+    char *note;            /* how the layout was derived when it is not the plain one (LLC
+                              fallback to another cache level, no NUMA support), or NULL */
+    int *cpu_partition;    /* partition index of each CPU number, -1 for none; without it
+                              sa_topology_partition_of_cpu scans the partitions */
+    guint n_cpu_partition; /* entries in cpu_partition */
 } SaTopology;
 
 void sa_topology_free(SaTopology *topo);

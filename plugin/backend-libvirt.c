@@ -34,10 +34,10 @@ struct SaLibvirt {
 /* Per-VM backend data. */
 typedef struct {
     virDomainPtr dom;
-    GPtrArray *applied_vcpu;  /* SaCpuSet* we last wrote per vCPU, to recognise our own events */
+    GPtrArray *applied_vcpu; /* SaCpuSet* we last wrote per vCPU, to recognise our own events */
     SaCpuSet *applied_emulator;
-    GPtrArray *user_pins;     /* SaCpuSet* per vCPU pinned live by the user (tunable event) */
-    SaDomainXml *first_seen;  /* transient domain: its XML before softaff touched it */
+    GPtrArray *user_pins;    /* SaCpuSet* per vCPU pinned live by the user (tunable event) */
+    SaDomainXml *first_seen; /* transient domain: its XML before softaff touched it */
 } LvVm;
 
 static void lv_vm_free(gpointer p)
@@ -398,9 +398,9 @@ static void refresh_domain(SaLibvirt *lv, virDomainPtr dom)
         return;
     }
     g_autofree char *allowed = sa_cpuset_format(vm->allowed);
-    g_autofree char *why = g_strdup_printf("mode %s, allowed CPUs %s%s",
-                                           sa_mode_to_string(vm->metadata.mode), allowed,
-                                           live->has_metadata ? "" : " (config defaults)");
+    g_autofree char *why =
+        g_strdup_printf("mode %s, allowed CPUs %s%s", sa_mode_to_string(vm->metadata.mode), allowed,
+                        live->has_metadata ? "" : " (config defaults)");
     sa_vm_set_status(d, vm, SA_VM_MANAGED, why);
 }
 
@@ -441,8 +441,7 @@ void sa_libvirt_sync(SaLibvirt *lv)
     }
 }
 
-static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int detail,
-                        void *opaque)
+static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque)
 {
     SaLibvirt *lv = opaque;
     char uuid[VIR_UUID_STRING_BUFLEN];
@@ -500,9 +499,8 @@ static int tunable_cb(virConnectPtr conn, virDomainPtr dom, virTypedParameterPtr
         g_autoptr(SaCpuSet) set = sa_cpuset_parse(params[i].value.s, NULL);
         if (!set)
             continue;
-        const SaCpuSet *ours = vcpu < l->applied_vcpu->len
-                                   ? g_ptr_array_index(l->applied_vcpu, vcpu)
-                                   : NULL;
+        const SaCpuSet *ours =
+            vcpu < l->applied_vcpu->len ? g_ptr_array_index(l->applied_vcpu, vcpu) : NULL;
         if (ours && sa_cpuset_equal(ours, set))
             continue; /* our own write */
         g_info("%s: the user pinned vCPU %u to %s", vm->name, vcpu, params[i].value.s);
@@ -579,15 +577,15 @@ bool sa_libvirt_connect(SaLibvirt *lv)
     int ncpus = virNodeGetCPUMap(lv->conn, &map, NULL, 0);
     free(map);
     lv->host_cpus = ncpus > 0 ? ncpus : sa_cpuset_last(lv->d->topo->online) + 1;
-    lv->cb_ids[0] = virConnectDomainEventRegisterAny(
-        lv->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb), lv,
-        NULL);
-    lv->cb_ids[1] = virConnectDomainEventRegisterAny(
-        lv->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
-        VIR_DOMAIN_EVENT_CALLBACK(metadata_cb), lv, NULL);
-    lv->cb_ids[2] = virConnectDomainEventRegisterAny(lv->conn, NULL, VIR_DOMAIN_EVENT_ID_TUNABLE,
-                                                     VIR_DOMAIN_EVENT_CALLBACK(tunable_cb), lv,
-                                                     NULL);
+    lv->cb_ids[0] =
+        virConnectDomainEventRegisterAny(lv->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                         VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb), lv, NULL);
+    lv->cb_ids[1] =
+        virConnectDomainEventRegisterAny(lv->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+                                         VIR_DOMAIN_EVENT_CALLBACK(metadata_cb), lv, NULL);
+    lv->cb_ids[2] =
+        virConnectDomainEventRegisterAny(lv->conn, NULL, VIR_DOMAIN_EVENT_ID_TUNABLE,
+                                         VIR_DOMAIN_EVENT_CALLBACK(tunable_cb), lv, NULL);
     if (lv->cb_ids[0] < 0 || lv->cb_ids[1] < 0 || lv->cb_ids[2] < 0)
         g_warning("cannot register for domain events on %s", lv->uri);
     lv->reconnect_delay_ms = 0;

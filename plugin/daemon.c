@@ -380,8 +380,7 @@ void sa_daemon_tick(SaDaemon *d)
         vm->pvm.allowed = vm->allowed;
         vm->pvm.n_vcpus = vm->n_vcpus;
         vm->pvm.memory_bytes = vm->memory_bytes;
-        vm->pvm.vcpu_samples =
-            have_interval ? &g_array_index(vm->deltas, SaVcpuSample, 0) : NULL;
+        vm->pvm.vcpu_samples = have_interval ? &g_array_index(vm->deltas, SaVcpuSample, 0) : NULL;
         g_ptr_array_add(managed, vm);
     }
     /* A stable order keeps the policy deterministic (homes chosen in one tick). */
@@ -396,8 +395,7 @@ void sa_daemon_tick(SaDaemon *d)
         .interval_ns = interval_ns,
         .now_ms = now / 1000,
     };
-    sa_policy_tick(&d->cfg->policy, &host, (SaPolicyVm *const *)pvms->pdata, pvms->len,
-                   d->usage);
+    sa_policy_tick(&d->cfg->policy, &host, (SaPolicyVm *const *)pvms->pdata, pvms->len, d->usage);
 
     for (guint i = 0; i < managed->len; i++) {
         SaVm *vm = g_ptr_array_index(managed, i);

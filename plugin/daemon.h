@@ -37,34 +37,34 @@ typedef enum {
 } SaVmStatus;
 
 struct SaVm {
-    char *key;   /* backend's stable id (libvirt: UUID) */
+    char *key; /* backend's stable id (libvirt: UUID) */
     char *name;
     const SaBackendOps *ops;
     gpointer backend_data;
     GDestroyNotify backend_free;
 
     SaVmStatus status;
-    char *status_reason;     /* why unmanaged / invalid */
+    char *status_reason; /* why unmanaged / invalid */
     bool has_metadata;
     SaMetadata metadata;
 
     pid_t pid;
     guint n_vcpus;
-    GPtrArray *vcpu_threads;     /* SaThreadSampler* by vCPU index (NULL where unknown) */
-    GArray *prev_samples;        /* SaThreadSample by vCPU index */
-    GArray *deltas;              /* SaVcpuSample by vCPU index */
+    GPtrArray *vcpu_threads; /* SaThreadSampler* by vCPU index (NULL where unknown) */
+    GArray *prev_samples;    /* SaThreadSample by vCPU index */
+    GArray *deltas;          /* SaVcpuSample by vCPU index */
     bool have_prev;
-    bool threads_stale;          /* rescan thread ids before the next sample */
+    bool threads_stale; /* rescan thread ids before the next sample */
     guint64 memory_bytes;
-    SaCpuSet *allowed;           /* the VM's own allowed set for its vCPUs */
-    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU to restore (user pins), NULL = allowed */
-    SaCpuSet *emulator_allowed;  /* the emulator's own allowed set, to restore */
+    SaCpuSet *allowed;          /* the VM's own allowed set for its vCPUs */
+    GPtrArray *vcpu_allowed;    /* SaCpuSet* per vCPU to restore (user pins), NULL = allowed */
+    SaCpuSet *emulator_allowed; /* the emulator's own allowed set, to restore */
 
     SaPolicyVm pvm;
-    bool touched;                /* softaff changed this VM's pinning */
-    bool apply_pending;          /* the last decision is not applied yet */
-    int written_assigned;        /* assigned= we wrote, -1 none */
-    char *last_error;            /* last transient error, to log each distinct one once */
+    bool touched;         /* softaff changed this VM's pinning */
+    bool apply_pending;   /* the last decision is not applied yet */
+    int written_assigned; /* assigned= we wrote, -1 none */
+    char *last_error;     /* last transient error, to log each distinct one once */
     gint64 last_error_logged_us;
 };
 
@@ -73,11 +73,11 @@ struct SaDaemon {
     SaTopology *topo;
     bool dry_run;
     SaStatSampler *stat;
-    GArray *loads;       /* SaCpuLoad */
-    double *cpu_busy;    /* by CPU number */
+    GArray *loads;    /* SaCpuLoad */
+    double *cpu_busy; /* by CPU number */
     guint n_cpu_busy;
     gint64 last_sample_us;
-    GHashTable *vms;     /* key -> SaVm* */
+    GHashTable *vms; /* key -> SaVm* */
     SaPartitionUsage *usage;
     guint64 ticks;
 };

@@ -22,22 +22,22 @@ typedef enum {
 } SaBackend;
 
 typedef struct {
-    char *path;             /* the file read, NULL when only defaults */
+    char *path; /* the file read, NULL when only defaults */
     /* [daemon] */
-    guint interval_ms;      /* 500; 50..60000 */
-    char *uri;              /* qemu:///system */
-    char *socket;           /* /run/softaff/softaffd.sock */
-    SaBackend backend;      /* libvirt */
+    guint interval_ms; /* 500; 50..60000 */
+    char *uri;         /* qemu:///system */
+    char *socket;      /* /run/softaff/softaffd.sock */
+    SaBackend backend; /* libvirt */
     /* [partitions] */
-    SaLayout layout;        /* node */
-    char *custom;           /* "0-15;16-31" (layout=custom), NULL otherwise */
+    SaLayout layout; /* node */
+    char *custom;    /* "0-15;16-31" (layout=custom), NULL otherwise */
     /* [policy] softness, manage, dwell_ms, smoothing, max_holdoff_ms */
     SaPolicyConfig policy;
-    SaManage manage;        /* all */
+    SaManage manage; /* all */
     /* [hook] */
-    bool hook_strict;       /* false */
+    bool hook_strict; /* false */
     /* [qmp] */
-    char **qmp_sockets;     /* globs, NULL-terminated, may be empty */
+    char **qmp_sockets; /* globs, NULL-terminated, may be empty */
     /* [metrics] */
     char *metrics_textfile; /* NULL = off */
     guint metrics_every;    /* ticks between writes, 1 */

@@ -187,9 +187,9 @@ int main(int argc, char **argv)
     App app = {0};
     app.config_path = config_path;
     g_autofree char *uri = g_strdup(cfg->uri);
-    g_info("softaffd %s starting: layout %s, %u partitions, interval %u ms%s",
-           SA_VERSION, sa_layout_to_string(topo->layout), topo->partitions->len,
-           cfg->interval_ms, dry_run ? ", dry run" : "");
+    g_info("softaffd %s starting: layout %s, %u partitions, interval %u ms%s", SA_VERSION,
+           sa_layout_to_string(topo->layout), topo->partitions->len, cfg->interval_ms,
+           dry_run ? ", dry run" : "");
     app.d = sa_daemon_new(g_steal_pointer(&cfg), g_steal_pointer(&topo), dry_run, &error);
     if (!app.d) {
         g_critical("%s", error->message);

@@ -66,10 +66,10 @@ typedef struct {
     SaCpuSet *emulator; /* set the emulator and I/O threads were given */
     GArray *visited;    /* guint partition ids visited while bursting, nearest first */
     double demand;      /* smoothed CPUs wanted by the vCPUs (run + delay per interval) */
-    gint64 last_change_ms;
-    gint64 holdoff_until_ms; /* no burst before this time (back-off after forced retreats) */
-    guint forced_retreats;   /* recent owner-forced retreats, drives the back-off */
-    /* Added for the tick (G_MININT64 = never): */
+    /* Times are host->now_ms values; G_MININT64 = never. */
+    gint64 last_change_ms;    /* last tick with changed = true */
+    gint64 holdoff_until_ms;  /* no burst before this time (back-off after forced retreats) */
+    guint forced_retreats;    /* recent owner-forced retreats, drives the back-off */
     gint64 last_voluntary_ms; /* last burst, widening or voluntary return; dwell counts from it */
     gint64 fits_since_ms;     /* since when fewer visited partitions would do */
     gint64 last_forced_ms;    /* last owner-forced retreat (or back-off decay) */

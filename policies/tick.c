@@ -442,13 +442,13 @@ static void account(Tick *t, SaPolicyVm *const *vms)
     for (guint p = 0; p < t->n_parts; p++) {
         double d = t->busy[p] - t->owners[p] - t->visitors[p];
         t->unmanaged[p] = d > 0 ? d * keep : 0;
-        /* Unmanaged load's own run delay is invisible. Where it shares CPUs with visitors, fair
-         * sharing makes it wait about as much per CPU second as they do: estimate its wait as
-         * unmanaged × visitor_wait / visitors (capped so the total stays within capacity). */
+        /* Unmanaged load's own run delay is invisible. Where it shares CPUs with visitors, it
+         * waits about as long per CPU second of run as they do, at most as long as it runs (the
+         * scheduler favours light tasks): hidden = unmanaged × min(1, visitor_wait / visitors).
+         * Unmanaged load below the margin is noise and gets no estimate. */
         double hidden = 0;
-        if (t->visitors[p] > 0)
-            hidden = t->unmanaged[p] * t->visitor_wait[p] / t->visitors[p];
-        hidden = MIN(hidden, MAX(0.0, t->capacity[p] - t->unmanaged[p]));
+        if (t->visitors[p] > 0 && t->unmanaged[p] >= t->margin[p])
+            hidden = t->unmanaged[p] * MIN(1.0, t->visitor_wait[p] / t->visitors[p]);
         t->owner_demand[p] = t->owners[p] + t->unmanaged[p] + hidden + t->owner_wait[p];
         t->visitors_now[p] = t->visitors[p];
     }
@@ -496,7 +496,7 @@ static guint add_partitions(Tick *t, SaPolicyVm *vm, guint i, const SaCpuSet *al
         if (t->retreated[p] || visited_has(&vm->st, id))
             continue;
         double spare = room_on(t, vm, i, allowed, p) - t->margin[p];
-        if (allowed_capacity(t, allowed, p) == 0 || spare < MIN_SPARE_CPUS)
+        if (spare < MIN_SPARE_CPUS) /* also skips partitions without allowed CPUs */
             continue;
         t->reserved[p] += MIN(spare, extra - *covered);
         *covered += spare;

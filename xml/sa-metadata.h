@@ -18,10 +18,10 @@ G_BEGIN_DECLS
 #define SA_XML_MAX_BYTES (4 * 1024 * 1024)
 
 typedef struct {
-    SaMode mode;    /* default soft */
-    int preferred;  /* partition id, -1 = auto (default) */
-    int softness;   /* 0..100, -1 = not set (config default) */
-    int assigned;   /* -1 = not set */
+    SaMode mode;   /* default soft */
+    int preferred; /* partition id, -1 = auto (default) */
+    int softness;  /* 0..100, -1 = not set (config default) */
+    int assigned;  /* -1 = not set */
 } SaMetadata;
 
 void sa_metadata_init(SaMetadata *md);
@@ -42,15 +42,15 @@ bool sa_metadata_check_host(const SaMetadata *md, const SaTopology *topo, GError
 typedef struct {
     char *name;
     char *uuid;
-    guint n_vcpus;               /* current vCPUs */
-    guint64 memory_bytes;        /* <currentMemory>, else <memory> */
-    SaCpuSet *vcpu_cpuset;       /* <vcpu cpuset='...'>, NULL when absent */
-    GPtrArray *vcpupin;          /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
-                                    for vCPUs without one; NULL when there is no <vcpupin> */
-    SaCpuSet *emulatorpin;       /* <cputune><emulatorpin cpuset>, NULL when absent */
-    bool has_metadata;           /* a softaff element was present */
-    SaMetadata metadata;         /* valid only when has_metadata and metadata_error == NULL */
-    GError *metadata_error;      /* the softaff element was present but invalid */
+    guint n_vcpus;          /* current vCPUs */
+    guint64 memory_bytes;   /* <currentMemory>, else <memory> */
+    SaCpuSet *vcpu_cpuset;  /* <vcpu cpuset='...'>, NULL when absent */
+    GPtrArray *vcpupin;     /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
+                               for vCPUs without one; NULL when there is no <vcpupin> */
+    SaCpuSet *emulatorpin;  /* <cputune><emulatorpin cpuset>, NULL when absent */
+    bool has_metadata;      /* a softaff element was present */
+    SaMetadata metadata;    /* valid only when has_metadata and metadata_error == NULL */
+    GError *metadata_error; /* the softaff element was present but invalid */
 } SaDomainXml;
 
 void sa_domain_xml_free(SaDomainXml *d);

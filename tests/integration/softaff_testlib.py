@@ -21,6 +21,7 @@ Environment:
   SOFTAFF_CACHE        guest kernel/initramfs cache (default /var/cache/softaff-test)
   SOFTAFF_TEST_URI     libvirt URI (default qemu:///system)
   SOFTAFF_TEST_KEEP=1  keep the per-test work directory (logs) after the run
+  SOFTAFF_QUIET_MAX, SOFTAFF_QUIET_TIMEOUT   see wait_host_quiet()
 """
 
 import atexit

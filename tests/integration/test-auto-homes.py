@@ -16,7 +16,8 @@ def assigned(g):
 
 def main():
     T.require_vm()
-    cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500)
+    cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500,
+                               extra={"policy": {"manage": "all"}})
     a = T.Guest("a", vcpus=2, metadata=T.softaff_metadata(preferred="auto"))
     b = T.Guest("b", vcpus=2)  # no metadata: manage=all gives it the defaults (auto)
     for g in (a, b):

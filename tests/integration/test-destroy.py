@@ -7,6 +7,7 @@ import softaff_testlib as T
 
 def main():
     T.require_vm()
+    T.wait_host_quiet()
     cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500)
     a = T.Guest("a", vcpus=2, metadata=T.softaff_metadata(preferred=0))
     b = T.Guest("b", vcpus=2, metadata=T.softaff_metadata(preferred=1))

@@ -28,6 +28,7 @@ def restart_libvirtd():
 
 def main():
     T.require_vm()
+    T.wait_host_quiet()
     cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500)
     a = T.Guest("a", vcpus=2, metadata=T.softaff_metadata(preferred="auto"))
     b = T.Guest("b", vcpus=2, metadata=T.softaff_metadata(preferred="auto"))
@@ -48,7 +49,7 @@ def main():
     rc = d.stop()
     assert rc == 0, "softaffd exited with %s on SIGTERM" % rc
     for g in (a, b):
-        assert g.all_on(ALL), "%s after SIGTERM: %s, want 0-1" % (g.name, g.affinity_str)
+        assert g.all_on(ALL), "%s after SIGTERM: %s, want 0-1" % (g.name, g.affinity_text())
         for v, i in g.vcpuinfo().items():
             assert i["affinity"] == ALL, "%s vCPU %d vcpuinfo %s after SIGTERM" % (
                 g.name, v, i["affinity"])

@@ -9,7 +9,8 @@ import softaff_testlib as T
 
 def main():
     T.require_vm()
-    cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500)
+    cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500,
+                               extra={"policy": {"manage": "all"}})
     # h: pinned vCPU by vCPU, no softaff metadata, busy: softaff must leave it alone.
     h = T.Guest("h", vcpus=2, vcpupins={0: "1", 1: "0"})
     # i: allowed set is CPU 0 only; home auto; busy while CPU 1 is idle.
@@ -27,7 +28,7 @@ def main():
     with T.AffinityWatcher([h, i], interval=0.05) as w:
         time.sleep(6)
     T.log("affinity changes seen: %s" % w.changes)
-    assert h.affinity() == pins_before, "h's pins changed: %s" % h.affinity_str
+    assert h.affinity() == pins_before, "h's pins changed: %s" % h.affinity_text()
     assert not [c for c in w.changes if c[1] == "h"], "softaff touched h: %s" % w.changes
     for v, s in i.affinity().items():
         assert s == {0}, "i vCPU %d may run on %s, outside its cpuset 0" % (v, s)
@@ -38,7 +39,7 @@ def main():
     rc = d.stop()
     assert rc == 0
     # After SIGTERM the user's pins are still the user's.
-    assert h.affinity() == pins_before, "h's pins changed after SIGTERM: %s" % h.affinity_str
+    assert h.affinity() == pins_before, "h's pins changed after SIGTERM: %s" % h.affinity_text()
     for v, s in i.affinity().items():
         assert s == {0}, "i vCPU %d restored to %s, not its cpuset 0" % (v, s)
 
@@ -57,7 +58,7 @@ def main():
     j.vcpupin(1, "0-1")
     time.sleep(2)
     assert j.affinity() == {0: {0, 1}, 1: {0, 1}}, \
-        "softaff overrode the user's live vcpupin: %s" % j.affinity_str
+        "softaff overrode the user's live vcpupin: %s" % j.affinity_text()
     assert d.stop() == 0
     assert j.affinity() == {0: {0, 1}, 1: {0, 1}}, "user's pins lost at SIGTERM"
 
