@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "sa-error.h"
 
@@ -25,6 +26,29 @@ const char *sa_vm_status_to_string(SaVmStatus status)
     return "unknown";
 }
 
+void sa_decision_free(gpointer p)
+{
+    SaDecision *dec = p;
+    if (!dec)
+        return;
+    g_free(dec->vcpus);
+    g_free(dec->reason);
+    g_free(dec);
+}
+
+static void record_decision(SaVm *vm, const char *vcpus)
+{
+    SaDecision *dec = g_new0(SaDecision, 1);
+    dec->wall_us = g_get_real_time();
+    dec->state = vm->pvm.st.state;
+    dec->home = vm->pvm.st.home;
+    dec->vcpus = g_strdup(vcpus);
+    dec->reason = g_strdup(vm->pvm.reason);
+    g_queue_push_tail(vm->decisions, dec);
+    while (g_queue_get_length(vm->decisions) > SA_VM_MAX_DECISIONS)
+        sa_decision_free(g_queue_pop_head(vm->decisions));
+}
+
 SaVm *sa_vm_new(const char *key, const char *name, const SaBackendOps *ops)
 {
     SaVm *vm = g_new0(SaVm, 1);
@@ -36,6 +60,7 @@ SaVm *sa_vm_new(const char *key, const char *name, const SaBackendOps *ops)
     vm->prev_samples = g_array_new(FALSE, TRUE, sizeof(SaThreadSample));
     vm->deltas = g_array_new(FALSE, TRUE, sizeof(SaVcpuSample));
     vm->written_assigned = -1;
+    vm->decisions = g_queue_new();
     sa_metadata_init(&vm->metadata);
     sa_policy_vm_init(&vm->pvm);
     vm->pvm.name = vm->name;
@@ -56,6 +81,7 @@ void sa_vm_free(SaVm *vm)
         g_ptr_array_unref(vm->vcpu_allowed);
     sa_cpuset_free(vm->allowed);
     sa_cpuset_free(vm->emulator_allowed);
+    g_queue_free_full(vm->decisions, sa_decision_free);
     g_free(vm->status_reason);
     g_free(vm->last_error);
     g_free(vm->key);
@@ -91,6 +117,8 @@ void sa_vm_set_status(SaDaemon *d, SaVm *vm, SaVmStatus status, const char *reas
         vm->pvm.name = vm->name;
         vm->apply_pending = false;
     }
+    if (status == SA_VM_MANAGED && vm->status != SA_VM_MANAGED)
+        vm->managed_since_us = g_get_real_time();
     vm->status = status;
     g_free(vm->status_reason);
     vm->status_reason = g_strdup(reason);
@@ -169,6 +197,7 @@ SaDaemon *sa_daemon_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **
     d->loads = g_array_new(FALSE, TRUE, sizeof(SaCpuLoad));
     d->vms = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)sa_vm_free);
     d->usage = g_new0(SaPartitionUsage, topo->partitions->len);
+    d->started_us = g_get_real_time();
     /* Prime the CPU sampler so the first tick has an interval. */
     sa_stat_sampler_sample(d->stat, d->loads, NULL);
     d->last_sample_us = g_get_monotonic_time();
@@ -311,6 +340,7 @@ static bool apply_vm(SaDaemon *d, SaVm *vm)
         g_autofree char *vcpus = sa_cpuset_format(st->vcpus);
         g_info("%s: %s%s -> vCPUs %s (home %d, %s)", vm->name, d->dry_run ? "[dry-run] " : "",
                vm->pvm.reason, vcpus, st->home, sa_vm_state_to_string(st->state));
+        record_decision(vm, vcpus);
         vm->apply_pending = true;
     }
     if (d->dry_run) {
@@ -346,6 +376,32 @@ static bool apply_vm(SaDaemon *d, SaVm *vm)
     return true;
 }
 
+/* Time at home and away, and how much of the vCPUs' run time was on the home partition. */
+static void account_vm(SaDaemon *d, SaVm *vm, guint64 interval_ns)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    double seconds = interval_ns / 1e9;
+    if (st->state == SA_STATE_BURST)
+        vm->seconds_burst += seconds;
+    else
+        vm->seconds_home += seconds;
+    vm->run_delay_now = 0;
+    if (!vm->pvm.vcpu_samples)
+        return;
+    int home = st->home >= 0 ? sa_topology_find_partition(d->topo, (guint)st->home) : -1;
+    guint64 delay = 0;
+    for (guint i = 0; i < vm->n_vcpus; i++) {
+        const SaVcpuSample *s = &vm->pvm.vcpu_samples[i];
+        vm->run_ns_total += s->run_ns;
+        delay += s->delay_ns;
+        if (home >= 0 && s->last_cpu >= 0 &&
+            sa_topology_partition_of_cpu(d->topo, (guint)s->last_cpu) == home)
+            vm->run_ns_home += s->run_ns;
+    }
+    vm->delay_ns_total += delay;
+    vm->run_delay_now = interval_ns ? (double)delay / (double)interval_ns : 0;
+}
+
 static gint compare_vm_names(gconstpointer a, gconstpointer b)
 {
     const SaVm *va = *(SaVm *const *)a;
@@ -356,6 +412,10 @@ static gint compare_vm_names(gconstpointer a, gconstpointer b)
 
 void sa_daemon_tick(SaDaemon *d)
 {
+    gint64 cpu_start = g_get_monotonic_time();
+    struct timespec ts0;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts0);
+    (void)cpu_start;
     gint64 now = g_get_monotonic_time();
     guint64 interval_ns = (guint64)MAX(now - d->last_sample_us, 1) * 1000;
     d->last_sample_us = now;
@@ -397,11 +457,16 @@ void sa_daemon_tick(SaDaemon *d)
     };
     sa_policy_tick(&d->cfg->policy, &host, (SaPolicyVm *const *)pvms->pdata, pvms->len, d->usage);
 
+    for (guint i = 0; i < managed->len; i++)
+        account_vm(d, g_ptr_array_index(managed, i), interval_ns);
     for (guint i = 0; i < managed->len; i++) {
         SaVm *vm = g_ptr_array_index(managed, i);
         if (!apply_vm(d, vm))
             g_hash_table_remove(d->vms, vm->key);
     }
+    struct timespec ts1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts1);
+    d->last_tick_cpu_ms = (ts1.tv_sec - ts0.tv_sec) * 1e3 + (ts1.tv_nsec - ts0.tv_nsec) / 1e6;
 }
 
 void sa_daemon_restore_all(SaDaemon *d)

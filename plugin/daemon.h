@@ -17,6 +17,17 @@ G_BEGIN_DECLS
 typedef struct SaDaemon SaDaemon;
 typedef struct SaVm SaVm;
 
+/* One decision the policy made for a VM, kept for `softaffctl show`. */
+typedef struct {
+    gint64 wall_us; /* g_get_real_time() */
+    SaVmState state;
+    int home;
+    char *vcpus;    /* cpulist given to the vCPUs */
+    char *reason;
+} SaDecision;
+
+#define SA_VM_MAX_DECISIONS 32
+
 /* What a backend does for the core. */
 typedef struct {
     const char *name;
@@ -66,6 +77,16 @@ struct SaVm {
     int written_assigned; /* assigned= we wrote, -1 none */
     char *last_error;     /* last transient error, to log each distinct one once */
     gint64 last_error_logged_us;
+
+    /* Measured while managed, for status and metrics. */
+    gint64 managed_since_us; /* g_get_real_time() when it became managed */
+    double seconds_home;     /* wall time in state home / burst */
+    double seconds_burst;
+    guint64 run_ns_total;    /* vCPU run time seen ... */
+    guint64 run_ns_home;     /* ... and the part on CPUs of its home partition */
+    guint64 delay_ns_total;  /* vCPU run delay seen */
+    double run_delay_now;    /* run delay in the last interval, in CPUs (delay / interval) */
+    GQueue *decisions;       /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
 };
 
 struct SaDaemon {
@@ -78,8 +99,10 @@ struct SaDaemon {
     guint n_cpu_busy;
     gint64 last_sample_us;
     GHashTable *vms; /* key -> SaVm* */
-    SaPartitionUsage *usage;
+    SaPartitionUsage *usage; /* per partition index, from the last tick */
     guint64 ticks;
+    gint64 started_us;       /* g_get_real_time() at start */
+    double last_tick_cpu_ms; /* CPU time the last tick took */
 };
 
 SaDaemon *sa_daemon_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **error);
@@ -93,6 +116,7 @@ SaVm *sa_daemon_add(SaDaemon *d, SaVm *vm);
 /* Forgets a VM; restore: put its pinning back first (when it still runs). */
 void sa_daemon_remove(SaDaemon *d, const char *key, bool restore);
 
+void sa_decision_free(gpointer decision);
 SaVm *sa_vm_new(const char *key, const char *name, const SaBackendOps *ops);
 void sa_vm_free(SaVm *vm);
 /* Sets status with a reason; logs when it changes. Leaving MANAGED restores the VM. */

@@ -1,0 +1,192 @@
+/* softaff — control socket requests: parsing and formatting (pure, fuzzed). */
+#define G_LOG_DOMAIN "softaff-control"
+
+#include "sa-control.h"
+
+#include <json-c/json.h>
+#include <string.h>
+
+#include "sa-error.h"
+
+static const char *const command_names[] = {"status", "show", "vm-event", "reload"};
+static const char *const event_names[] = {"prepare", "started", "stopped", "release"};
+
+const char *sa_control_command_to_string(SaControlCommand command)
+{
+    return (guint)command < G_N_ELEMENTS(command_names) ? command_names[command] : "unknown";
+}
+
+const char *sa_vm_event_to_string(SaVmEvent event)
+{
+    return (guint)event < G_N_ELEMENTS(event_names) ? event_names[event] : "unknown";
+}
+
+bool sa_control_command_needs_root(SaControlCommand command)
+{
+    return command == SA_CONTROL_VM_EVENT || command == SA_CONTROL_RELOAD;
+}
+
+void sa_control_request_free(SaControlRequest *req)
+{
+    if (!req)
+        return;
+    g_free(req->domain);
+    g_free(req->uuid);
+    g_free(req);
+}
+
+static bool lookup_name(const char *const *names, guint n, const char *text, int *out)
+{
+    for (guint i = 0; i < n; i++) {
+        if (g_str_equal(names[i], text)) {
+            *out = (int)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A string member; NULL (no error) when absent. */
+static bool get_string(json_object *obj, const char *key, char **out, GError **error)
+{
+    json_object *v = NULL;
+    *out = NULL;
+    if (!json_object_object_get_ex(obj, key, &v))
+        return true;
+    if (!json_object_is_type(v, json_type_string)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request member \"%s\" must be a string",
+                    key);
+        return false;
+    }
+    const char *s = json_object_get_string(v);
+    gsize len = (gsize)json_object_get_string_len(v);
+    if (len == 0 || len > 1024 || strlen(s) != len || !g_utf8_validate(s, (gssize)len, NULL)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    "request member \"%s\" must be a non-empty UTF-8 string of at most 1024 bytes",
+                    key);
+        return false;
+    }
+    *out = g_strdup(s);
+    return true;
+}
+
+SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **error)
+{
+    if (len > SA_CONTROL_MAX_REQUEST) {
+        g_set_error(error, SA_ERROR, SA_ERROR_RANGE,
+                    "request of %" G_GSIZE_FORMAT " bytes is larger than the limit of %d", len,
+                    SA_CONTROL_MAX_REQUEST);
+        return NULL;
+    }
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    if (len == 0) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "empty request");
+        return NULL;
+    }
+    if (memchr(buf, '\0', len)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request contains a NUL byte");
+        return NULL;
+    }
+    json_tokener *tok = json_tokener_new_ex(32);
+    json_object *root = json_tokener_parse_ex(tok, buf, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    gsize consumed = (gsize)json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request is not JSON: %s",
+                    root ? "incomplete object" : json_tokener_error_desc(jerr));
+        json_object_put(root);
+        return NULL;
+    }
+    for (gsize i = consumed; i < len; i++) {
+        if (!g_ascii_isspace(buf[i])) {
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                        "request has trailing data after the JSON object");
+            json_object_put(root);
+            return NULL;
+        }
+    }
+    g_autoptr(SaControlRequest) req = g_new0(SaControlRequest, 1);
+    g_autofree char *command = NULL;
+    g_autofree char *event = NULL;
+    bool ok = false;
+    if (!json_object_is_type(root, json_type_object)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request must be a JSON object");
+        goto out;
+    }
+    if (!get_string(root, "command", &command, error))
+        goto out;
+    if (!command) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request has no \"command\"");
+        goto out;
+    }
+    int c;
+    if (!lookup_name(command_names, G_N_ELEMENTS(command_names), command, &c)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    "unknown command \"%s\" (known: status, show, vm-event, reload)", command);
+        goto out;
+    }
+    req->command = (SaControlCommand)c;
+    if (!get_string(root, "domain", &req->domain, error) ||
+        !get_string(root, "uuid", &req->uuid, error) || !get_string(root, "event", &event, error))
+        goto out;
+    /* Members a command does not take are errors, like unknown ones. */
+    json_object_object_foreach(root, key, val)
+    {
+        (void)val;
+        bool known = g_str_equal(key, "command") ||
+                     (g_str_equal(key, "domain") &&
+                      (req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT)) ||
+                     ((g_str_equal(key, "uuid") || g_str_equal(key, "event")) &&
+                      req->command == SA_CONTROL_VM_EVENT);
+        if (!known) {
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                        "command \"%s\" takes no member \"%.64s\"", command, key);
+            goto out;
+        }
+    }
+    if ((req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT) &&
+        !req->domain) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" needs \"domain\"", command);
+        goto out;
+    }
+    if (req->command == SA_CONTROL_VM_EVENT) {
+        int e;
+        if (!event) {
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"vm-event\" needs \"event\"");
+            goto out;
+        }
+        if (!lookup_name(event_names, G_N_ELEMENTS(event_names), event, &e)) {
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                        "unknown event \"%s\" (known: prepare, started, stopped, release)",
+                        event);
+            goto out;
+        }
+        req->event = (SaVmEvent)e;
+    }
+    ok = true;
+out:
+    json_object_put(root);
+    return ok ? g_steal_pointer(&req) : NULL;
+}
+
+char *sa_control_request_format(const SaControlRequest *req)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "command",
+                           json_object_new_string(sa_control_command_to_string(req->command)));
+    if (req->domain)
+        json_object_object_add(o, "domain", json_object_new_string(req->domain));
+    if (req->command == SA_CONTROL_VM_EVENT) {
+        json_object_object_add(o, "event",
+                               json_object_new_string(sa_vm_event_to_string(req->event)));
+        if (req->uuid)
+            json_object_object_add(o, "uuid", json_object_new_string(req->uuid));
+    }
+    char *line = g_strdup_printf(
+        "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+    return line;
+}
