@@ -59,6 +59,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaThreadSampler, sa_thread_sampler_free)
 /* SA_ERROR_GONE when the thread has exited. */
 bool sa_thread_sampler_read(SaThreadSampler *t, SaThreadSample *out, GError **error);
 
+/* The thread id the sampler reads. */
+pid_t sa_thread_sampler_tid(const SaThreadSampler *t);
+
 /* Lists the thread ids of a process (/proc/<pid>/task). */
 GArray *sa_process_list_threads(pid_t pid, GError **error);
 /* Reads /proc/<pid>/task/<tid>/status "Cpus_allowed_list". */

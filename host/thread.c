@@ -336,3 +336,8 @@ SaCpuSet *sa_thread_read_allowed(pid_t pid, pid_t tid, GError **error)
     g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s: no Cpus_allowed_list line", path);
     return NULL;
 }
+
+pid_t sa_thread_sampler_tid(const SaThreadSampler *t)
+{
+    return t->tid;
+}

@@ -29,6 +29,9 @@ static const char *const policy_keys[] = {"softness",  "manage",         "dwell_
 static const char *const hook_keys[] = {"strict", NULL};
 static const char *const qmp_keys[] = {"sockets", NULL};
 static const char *const metrics_keys[] = {"textfile", "every", NULL};
+/* [vm NAME] groups: one per QEMU process found over QMP. */
+#define VM_GROUP_PREFIX "vm "
+static const char *const vm_keys[] = {"mode", "preferred", "softness", NULL};
 
 static const struct {
     const char *name;
@@ -63,6 +66,25 @@ const char *sa_backend_to_string(SaBackend backend)
     return "unknown";
 }
 
+static void vm_config_free(gpointer p)
+{
+    SaVmConfig *vc = p;
+    if (vc == NULL)
+        return;
+    g_free(vc->name);
+    g_free(vc);
+}
+
+const SaVmConfig *sa_config_find_vm(const SaConfig *cfg, const char *name)
+{
+    for (guint i = 0; cfg->vms != NULL && i < cfg->vms->len; i++) {
+        const SaVmConfig *vc = g_ptr_array_index(cfg->vms, i);
+        if (g_strcmp0(vc->name, name) == 0)
+            return vc;
+    }
+    return NULL;
+}
+
 SaConfig *sa_config_new_default(void)
 {
     SaConfig *cfg = g_new0(SaConfig, 1);
@@ -78,6 +100,7 @@ SaConfig *sa_config_new_default(void)
     cfg->manage = SA_MANAGE_ALL;
     cfg->hook_strict = false;
     cfg->qmp_sockets = g_new0(char *, 1);
+    cfg->vms = g_ptr_array_new_with_free_func(vm_config_free);
     cfg->metrics_textfile = NULL;
     cfg->metrics_every = 1;
     return cfg;
@@ -92,6 +115,8 @@ void sa_config_free(SaConfig *cfg)
     g_free(cfg->socket);
     g_free(cfg->custom);
     g_strfreev(cfg->qmp_sockets);
+    if (cfg->vms != NULL)
+        g_ptr_array_unref(cfg->vms);
     g_free(cfg->metrics_textfile);
     g_free(cfg);
 }
@@ -235,10 +260,12 @@ static bool check_groups_and_keys(const Loader *l, GError **error)
         for (gsize i = 0; i < G_N_ELEMENTS(known_groups); i++)
             if (strcmp(*g, known_groups[i].name) == 0)
                 keys = known_groups[i].keys;
+        if (g_str_has_prefix(*g, VM_GROUP_PREFIX))
+            keys = vm_keys;
         if (keys == NULL) {
             g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
                         "%s: [%s]: unknown group (known: daemon, partitions, policy, hook, qmp, "
-                        "metrics)",
+                        "metrics, vm NAME)",
                         l->path, *g);
             return false;
         }
@@ -493,6 +520,84 @@ static bool load_qmp(const Loader *l, SaConfig *cfg, GError **error)
     return true;
 }
 
+/* preferred: "auto" or a partition id (checked against the host's layout when the VM is found). */
+static bool get_preferred(const Loader *l, const char *group, int *out, GError **error)
+{
+    g_autofree char *raw = get_raw(l, group, "preferred");
+    guint64 v = 0;
+
+    if (raw == NULL)
+        return true;
+    if (strcmp(raw, "auto") == 0) {
+        *out = -1;
+        return true;
+    }
+    if (!is_plain_decimal(raw) || (raw[0] == '0' && raw[1] != '\0')) {
+        set_bad_value(error, l, group, "preferred",
+                      "not auto or a partition id (a plain decimal number)");
+        return false;
+    }
+    if (!g_ascii_string_to_unsigned(raw, 10, 0, G_MAXINT, &v, NULL)) {
+        set_bad_value(error, l, group, "preferred", "out of range (allowed: auto or 0-%d)",
+                      G_MAXINT);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool load_vm(const Loader *l, const char *group, SaConfig *cfg, GError **error)
+{
+    static const SaMode modes[] = {SA_MODE_SOFT, SA_MODE_STRICT, SA_MODE_OFF};
+    const char *mode_names[G_N_ELEMENTS(modes) + 1] = {NULL};
+    g_autofree char *name = g_strstrip(g_strdup(group + strlen(VM_GROUP_PREFIX)));
+    int mode = -1;
+    guint softness = 0;
+    bool softness_given = false;
+
+    if (name[0] == '\0') {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "%s: [%s]: no VM name (e.g. [vm web1], the name given to QEMU with -name)",
+                    l->path, group);
+        return false;
+    }
+    if (sa_config_find_vm(cfg, name) != NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: [%s]: VM \"%s\" configured twice",
+                    l->path, group, name);
+        return false;
+    }
+    SaVmConfig *vc = g_new0(SaVmConfig, 1);
+    vc->name = g_steal_pointer(&name);
+    vc->mode = SA_MODE_SOFT;
+    vc->preferred = -1;
+    vc->softness = -1;
+    g_ptr_array_add(cfg->vms, vc);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(modes); i++)
+        mode_names[i] = sa_mode_to_string(modes[i]);
+    if (!get_choice(l, group, "mode", mode_names, &mode, error))
+        return false;
+    if (mode >= 0)
+        vc->mode = modes[mode];
+    if (!get_preferred(l, group, &vc->preferred, error))
+        return false;
+    if (!get_uint(l, group, "softness", 0, 100, &softness, &softness_given, error))
+        return false;
+    if (softness_given)
+        vc->softness = (int)softness;
+    return true;
+}
+
+static bool load_vms(const Loader *l, SaConfig *cfg, GError **error)
+{
+    g_auto(GStrv) groups = g_key_file_get_groups(l->kf, NULL);
+
+    for (char **g = groups; *g != NULL; g++)
+        if (g_str_has_prefix(*g, VM_GROUP_PREFIX) && !load_vm(l, *g, cfg, error))
+            return false;
+    return true;
+}
+
 static bool load_metrics(const Loader *l, SaConfig *cfg, GError **error)
 {
     g_autofree char *textfile = NULL;
@@ -585,7 +690,8 @@ SaConfig *sa_config_load(const char *path, GError **error)
     Loader l = {.kf = kf, .path = path};
     if (!check_groups_and_keys(&l, error) || !load_daemon(&l, cfg, error) ||
         !load_partitions(&l, cfg, error) || !load_policy(&l, cfg, error) ||
-        !load_hook(&l, cfg, error) || !load_qmp(&l, cfg, error) || !load_metrics(&l, cfg, error))
+        !load_hook(&l, cfg, error) || !load_qmp(&l, cfg, error) || !load_metrics(&l, cfg, error) ||
+        !load_vms(&l, cfg, error))
         return NULL;
 
     cfg->path = g_strdup(path);

@@ -21,6 +21,15 @@ typedef enum {
     SA_BACKEND_BOTH,
 } SaBackend;
 
+/* [vm NAME]: settings of a QEMU process found over QMP (it has no libvirt metadata). NAME is
+ * the name QEMU reports (query-name, from -name), else the QMP socket path. */
+typedef struct {
+    char *name;
+    SaMode mode;   /* soft */
+    int preferred; /* partition id, -1 = auto */
+    int softness;  /* 0..100, -1 = the [policy] default */
+} SaVmConfig;
+
 typedef struct {
     char *path; /* the file read, NULL when only defaults */
     /* [daemon] */
@@ -38,6 +47,8 @@ typedef struct {
     bool hook_strict; /* false */
     /* [qmp] */
     char **qmp_sockets; /* globs, NULL-terminated, may be empty */
+    /* [vm NAME] */
+    GPtrArray *vms; /* SaVmConfig*, in file order */
     /* [metrics] */
     char *metrics_textfile; /* NULL = off */
     guint metrics_every;    /* ticks between writes, 1 */
@@ -49,6 +60,9 @@ SaConfig *sa_config_new_default(void);
 SaConfig *sa_config_load(const char *path, GError **error);
 void sa_config_free(SaConfig *cfg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaConfig, sa_config_free)
+
+/* The [vm NAME] group for name, or NULL. */
+const SaVmConfig *sa_config_find_vm(const SaConfig *cfg, const char *name);
 
 const char *sa_manage_to_string(SaManage manage);
 const char *sa_backend_to_string(SaBackend backend);

@@ -15,12 +15,11 @@
 #include "sa-sampler.h"
 #include "sa-topology.h"
 
-/* Exit codes a script can rely on. */
-enum {
-    EXIT_OK = 0,
-    EXIT_FAILED = 1, /* the command ran and failed (host read error, no partition fits, ...) */
-    EXIT_USAGE = 2,  /* wrong command line */
-};
+#include "ctl.h"
+
+#define EXIT_OK SA_CTL_OK
+#define EXIT_FAILED SA_CTL_FAILED
+#define EXIT_USAGE SA_CTL_USAGE
 
 typedef struct {
     char *config_path;
@@ -53,9 +52,15 @@ static GOptionEntry *common_entries(CommonOptions *o)
     return entries;
 }
 
-static int usage_error(GOptionContext *ctx, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+#define usage_error sa_ctl_usage_error
 
-static int usage_error(GOptionContext *ctx, const char *fmt, ...)
+void sa_ctl_print_json(json_object *o)
+{
+    printf("%s\n",
+           json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -357,9 +362,14 @@ static void print_usage(FILE *out)
                  "                         the host's partitions, distances and utilization\n"
                  "  advise --vcpus N [--memory MIB] [--allowed CPULIST] [--json]\n"
                  "                         recommend a home partition for a new VM\n"
+                 "  status [--json]        every VM and partition, from softaffd\n"
+                 "  show DOMAIN [--json]   one VM and its recent decisions, from softaffd\n"
+                 "  set DOMAIN [--mode soft|strict|off] [--preferred ID|auto] [--softness N]\n"
+                 "      [--live] [--config]  write the VM's softaff metadata through libvirt\n"
+                 "  top [--interval-ms MS] a live view of partitions and VMs\n"
                  "  version                print the version\n\n"
                  "Run 'softaffctl COMMAND --help' for a command's options.\n"
-                 "Exit status: 0 success, 1 failure, 2 wrong usage.\n");
+                 "Exit status: 0 success, 1 failure, 2 wrong usage, 3 softaffd not reachable.\n");
 }
 
 int main(int argc, char **argv)
@@ -373,6 +383,14 @@ int main(int argc, char **argv)
         return cmd_partitions(argc - 1, argv + 1);
     if (g_str_equal(cmd, "advise"))
         return cmd_advise(argc - 1, argv + 1);
+    if (g_str_equal(cmd, "status"))
+        return sa_ctl_status(argc - 1, argv + 1);
+    if (g_str_equal(cmd, "show"))
+        return sa_ctl_show(argc - 1, argv + 1);
+    if (g_str_equal(cmd, "top"))
+        return sa_ctl_top(argc - 1, argv + 1);
+    if (g_str_equal(cmd, "set"))
+        return sa_ctl_set(argc - 1, argv + 1);
     if (g_str_equal(cmd, "version") || g_str_equal(cmd, "--version")) {
         printf("softaffctl %s\n", SA_VERSION);
         return EXIT_OK;

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "backend-libvirt.h"
+#include "backend-qmp.h"
+#include "control.h"
 #include "daemon.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
@@ -19,6 +21,8 @@
 typedef struct {
     SaDaemon *d;
     SaLibvirt *lv;
+    SaQmp *qmp; /* backend=qmp|both */
+    SaControl *control;
     GMainLoop *loop;
     char *config_path;
     guint tick_source;
@@ -74,7 +78,8 @@ static void quiet_libvirt_errors(void *data, virErrorPtr err)
 static gboolean tick_cb(gpointer data)
 {
     App *app = data;
-    if (app->lv && !sa_libvirt_is_connected(app->lv))
+    /* Without libvirt there is nothing to decide for libvirt VMs; QMP VMs need no libvirt. */
+    if (app->lv && !app->qmp && !sa_libvirt_is_connected(app->lv))
         return G_SOURCE_CONTINUE;
     sa_daemon_tick(app->d);
     return G_SOURCE_CONTINUE;
@@ -113,10 +118,40 @@ static gboolean on_sighup(gpointer data)
     }
     if (app->lv)
         sa_libvirt_sync(app->lv);
+    if (app->qmp)
+        sa_qmp_sync(app->qmp);
     g_info("configuration reloaded (layout %s, %u partitions, interval %u ms)",
            sa_layout_to_string(app->d->topo->layout), app->d->topo->partitions->len,
            app->d->cfg->interval_ms);
     return G_SOURCE_CONTINUE;
+}
+
+/* Requests from the control socket that act: the hook's VM events, reload. */
+static bool control_action(const SaControlRequest *req, gpointer data, GError **error)
+{
+    App *app = data;
+    if (req->command == SA_CONTROL_RELOAD) {
+        on_sighup(app);
+        return true;
+    }
+    /* The hook runs while libvirtd holds the domain: never call libvirt from here. */
+    SaVm *vm = req->uuid ? sa_daemon_lookup(app->d, req->uuid) : NULL;
+    switch (req->event) {
+    case SA_VM_EVENT_PREPARE:
+        g_info("%s: starting (hook)", req->domain);
+        break;
+    case SA_VM_EVENT_STARTED:
+        g_info("%s: started (hook)%s", req->domain, vm ? ", already known" : "");
+        break;
+    case SA_VM_EVENT_STOPPED:
+    case SA_VM_EVENT_RELEASE:
+        if (vm) {
+            g_info("%s: %s (hook); forgotten", req->domain, sa_vm_event_to_string(req->event));
+            sa_daemon_remove(app->d, req->uuid, false);
+        }
+        break;
+    }
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -164,11 +199,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "softaffd: %s\n", error->message);
         return 1;
     }
-    if (cfg->backend == SA_BACKEND_QMP) {
-        fprintf(stderr, "softaffd: %s: [daemon] backend=qmp is not available in this version\n",
-                cfg->path ? cfg->path : "configuration");
-        return 1;
-    }
     if (!foreground && !once && !g_log_writer_is_journald(fileno(stderr))) {
         if (daemon(0, 0) < 0) {
             fprintf(stderr, "softaffd: cannot detach: %s\n", g_strerror(errno));
@@ -195,14 +225,25 @@ int main(int argc, char **argv)
         g_critical("%s", error->message);
         return 1;
     }
-    app.lv = sa_libvirt_new(app.d, uri);
+    if (app.d->cfg->backend != SA_BACKEND_QMP)
+        app.lv = sa_libvirt_new(app.d, uri);
+    if (app.d->cfg->backend != SA_BACKEND_LIBVIRT)
+        app.qmp = sa_qmp_new(app.d);
     app.loop = g_main_loop_new(NULL, FALSE);
 
     if (once) {
-        if (!sa_libvirt_connect(app.lv)) {
+        if (app.lv && !sa_libvirt_connect(app.lv)) {
             fprintf(stderr, "softaffd: --once: cannot connect to %s\n", uri);
             app.exit_code = 1;
         } else {
+            if (app.qmp) {
+                /* QMP sessions are asynchronous: give them a moment to introduce the VMs. */
+                sa_qmp_start(app.qmp);
+                gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC;
+                while (g_get_monotonic_time() < until)
+                    if (!g_main_context_iteration(NULL, FALSE))
+                        g_usleep(10000);
+            }
             /* One interval so the VMs have samples, then one decision. */
             sa_daemon_tick(app.d);
             g_usleep((gulong)app.d->cfg->interval_ms * 1000);
@@ -211,7 +252,18 @@ int main(int argc, char **argv)
             sa_daemon_tick(app.d);
         }
     } else {
-        sa_libvirt_connect(app.lv);
+        app.control = sa_control_new(app.d, app.d->cfg->socket, control_action, &app, &error);
+        if (!app.control) {
+            g_critical("control socket: %s", error->message);
+            sa_qmp_free(app.qmp);
+            sa_libvirt_free(app.lv);
+            sa_daemon_free(app.d);
+            return 1;
+        }
+        if (app.lv)
+            sa_libvirt_connect(app.lv);
+        if (app.qmp)
+            sa_qmp_start(app.qmp);
         app.tick_source = g_timeout_add(app.d->cfg->interval_ms, tick_cb, &app);
         g_unix_signal_add(SIGTERM, on_sigterm, &app);
         g_unix_signal_add(SIGINT, on_sigterm, &app);
@@ -219,6 +271,8 @@ int main(int argc, char **argv)
         g_main_loop_run(app.loop);
         g_info("stopped");
     }
+    sa_control_free(app.control);
+    sa_qmp_free(app.qmp);
     sa_libvirt_free(app.lv);
     sa_daemon_free(app.d);
     g_main_loop_unref(app.loop);

@@ -60,4 +60,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaDomainXml, sa_domain_xml_free)
  * softaff element does not fail the parse: it lands in metadata_error. */
 SaDomainXml *sa_domain_xml_parse(const char *xml, gsize len, GError **error);
 
+/* Rewrites a domain XML's softaff element for this host (the hook, at incoming migration and
+ * restore): drops `assigned` (the home the source host's daemon chose) and turns a `preferred`
+ * id topo lacks into "auto", with a g_message() per change. The rest of the document is written
+ * back as read (without an XML declaration; attribute quotes may change). *out is the new
+ * document, or NULL when nothing changes (no softaff element, nothing to rewrite). A document
+ * that cannot be read, or an invalid softaff element, is an error (nothing is rewritten). */
+bool sa_domain_xml_rewrite_for_host(const char *xml, gsize len, const SaTopology *topo, char **out,
+                                    GError **error);
+
 G_END_DECLS

@@ -1,0 +1,421 @@
+/* softaffctl — commands that ask softaffd: status, show, top. */
+#define G_LOG_DOMAIN "softaffctl"
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "sa-config-defs.h"
+#include "sa-error.h"
+
+#define REQUEST_TIMEOUT_MS 5000
+
+typedef struct {
+    char *config_path;
+    char *socket_path;
+    gboolean json;
+} DaemonOptions;
+
+static void daemon_options_clear(DaemonOptions *o)
+{
+    g_free(o->config_path);
+    g_free(o->socket_path);
+}
+
+static void add_daemon_entries(GOptionContext *ctx, DaemonOptions *o, bool json)
+{
+    GOptionEntry entries[] = {
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config_path,
+         "Configuration file, for [daemon] socket (default $SOFTAFF_CONFIG or " SA_DEFAULT_CONFIG
+         ")",
+         "FILE"},
+        {"socket", 's', 0, G_OPTION_ARG_FILENAME, &o->socket_path,
+         "softaffd's control socket (default: from the configuration)", "PATH"},
+        {"json", 'j', 0, G_OPTION_ARG_NONE, &o->json, "Print JSON", NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    if (!json)
+        entries[2] = (GOptionEntry)G_OPTION_ENTRY_NULL;
+    g_option_context_add_main_entries(ctx, entries, NULL);
+}
+
+/* The socket path: --socket, else the configuration's [daemon] socket. */
+static char *socket_path(const DaemonOptions *o, GError **error)
+{
+    if (o->socket_path)
+        return g_strdup(o->socket_path);
+    g_autoptr(SaConfig) cfg = sa_config_load(o->config_path, error);
+    if (!cfg)
+        return NULL;
+    return g_strdup(cfg->socket);
+}
+
+/* Sends one request, returns the reply object. SA_ERROR_NOT_FOUND when nobody listens. */
+static json_object *request(const char *path, const SaControlRequest *req, GError **error)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "socket path %s is too long", path);
+        return NULL;
+    }
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
+                    "softaffd is not reachable on %s: %s (is it running?)", path, g_strerror(e));
+        return NULL;
+    }
+    g_autofree char *line = sa_control_request_format(req);
+    if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "writing to %s: %s", path, g_strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    g_autoptr(GString) buf = g_string_new(NULL);
+    gint64 deadline = g_get_monotonic_time() + REQUEST_TIMEOUT_MS * 1000;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int left = (int)((deadline - g_get_monotonic_time()) / 1000);
+        if (left <= 0 || poll(&p, 1, left) <= 0) {
+            g_set_error(error, SA_ERROR, SA_ERROR_IO, "no reply from softaffd on %s within %d ms",
+                        path, REQUEST_TIMEOUT_MS);
+            close(fd);
+            return NULL;
+        }
+        char chunk[65536];
+        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        g_string_append_len(buf, chunk, n);
+        if (buf->len > SA_CONTROL_MAX_REPLY)
+            break;
+    }
+    close(fd);
+    json_object *reply = json_tokener_parse(buf->str);
+    if (!reply || !json_object_is_type(reply, json_type_object)) {
+        json_object_put(reply);
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "softaffd on %s sent a reply that is not JSON",
+                    path);
+        return NULL;
+    }
+    json_object *ok = NULL;
+    if (!json_object_object_get_ex(reply, "ok", &ok) || !json_object_get_boolean(ok)) {
+        json_object *msg = NULL;
+        json_object_object_get_ex(reply, "error", &msg);
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "softaffd: %s",
+                    msg ? json_object_get_string(msg) : "request failed");
+        json_object_put(reply);
+        return NULL;
+    }
+    return reply;
+}
+
+static int failure(const GError *error)
+{
+    fprintf(stderr, "softaffctl: %s\n", error->message);
+    return g_error_matches(error, SA_ERROR, SA_ERROR_NOT_FOUND) ? SA_CTL_NO_DAEMON
+                                                                 : SA_CTL_FAILED;
+}
+
+static const char *str(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(o, key, &v) || !v)
+        return "-";
+    return json_object_get_string(v);
+}
+
+static double num(json_object *o, const char *key, double fallback)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(o, key, &v) || !v)
+        return fallback;
+    return json_object_get_double(v);
+}
+
+static json_object *member(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    json_object_object_get_ex(o, key, &v);
+    return v;
+}
+
+/* A name cut to width keeps its end, where generated names differ: "~t8667-a". */
+static const char *fit(const char *name, char *buf, gsize width)
+{
+    gsize len = strlen(name);
+    if (len <= width)
+        return name;
+    buf[0] = '~';
+    memcpy(buf + 1, name + len - (width - 1), width - 1);
+    buf[width] = '\0';
+    return buf;
+}
+
+static void print_vm_table(json_object *vms)
+{
+    printf("%-14s %-9s %-6s %4s %5s %-8s %5s %6s %8s %5s\n", "VM", "STATE", "MODE", "HOME",
+           "VCPUS", "RUNS ON", "HOME%", "BURSTS", "RETREATS", "DELAY");
+    for (size_t i = 0; vms && i < json_object_array_length(vms); i++) {
+        json_object *vm = json_object_array_get_idx(vms, i);
+        char share[16] = "-";
+        double s = num(vm, "home_share", -1);
+        if (s >= 0)
+            snprintf(share, sizeof(share), "%.0f%%", 100 * s);
+        char nb[16];
+        printf("%-14s %-9s %-6s %4s %5s %-8.8s %5s %6s %8s %5.2f\n", fit(str(vm, "name"), nb, 14),
+               str(vm, "state"), str(vm, "mode"), str(vm, "home"), str(vm, "vcpu_count"),
+               str(vm, "vcpus"), share, str(vm, "bursts"), str(vm, "retreats"),
+               num(vm, "run_delay_cpus", 0));
+    }
+}
+
+static void join_names(json_object *arr, char *buf, gsize size)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        if (i)
+            g_strlcat(buf, ",", size);
+        g_strlcat(buf, json_object_get_string(json_object_array_get_idx(arr, i)), size);
+    }
+    if (!buf[0])
+        g_strlcpy(buf, "-", size);
+}
+
+static void print_partition_table(json_object *parts)
+{
+    printf("%-9s %-11s %5s %6s %8s %9s  %s\n", "PARTITION", "CPUS", "UTIL", "OWNERS", "VISITORS",
+           "UNMANAGED", "HOME VMS / VISITORS");
+    for (size_t i = 0; parts && i < json_object_array_length(parts); i++) {
+        json_object *p = json_object_array_get_idx(parts, i);
+        char homes[256], visitors[256];
+        join_names(member(p, "home_vms"), homes, sizeof(homes));
+        join_names(member(p, "visitor_vms"), visitors, sizeof(visitors));
+        /* 80 columns: the names get what the numbers leave, cut with a '+'. */
+        char hb[16], vb[16];
+        g_autofree char *who = g_strdup_printf("%s / %s", fit(homes, hb, 12), fit(visitors, vb, 12));
+        if (strlen(who) > 25)
+            strcpy(who + 24, "+");
+        printf("%-9s %-11.11s %4.0f%% %6.2f %8.2f %9.2f  %s\n", str(p, "id"), str(p, "cpus"),
+               100 * num(p, "utilization", 0), num(p, "owners", 0), num(p, "visitors", 0),
+               num(p, "unmanaged", 0), who);
+    }
+}
+
+static void print_status(json_object *reply)
+{
+    json_object *d = member(reply, "daemon");
+    printf("softaffd %s: layout %s, tick %s ms, %s ticks%s\n\n", str(d, "version"),
+           str(d, "layout"), str(d, "interval_ms"), str(d, "ticks"),
+           json_object_get_boolean(member(d, "dry_run")) ? ", dry run" : "");
+    print_vm_table(member(reply, "vms"));
+    printf("\n");
+    print_partition_table(member(reply, "partitions"));
+    json_object *vms = member(reply, "vms");
+    for (size_t i = 0; vms && i < json_object_array_length(vms); i++) {
+        json_object *vm = json_object_array_get_idx(vms, i);
+        const char *state = str(vm, "state");
+        if (g_str_equal(state, "unmanaged") || g_str_equal(state, "invalid"))
+            printf("%s %s: %s\n", i == 0 ? "\n" : "", str(vm, "name"), str(vm, "reason"));
+    }
+}
+
+static int parse_daemon_command(int *argc, char ***argv, const char *summary, DaemonOptions *o,
+                                GOptionContext **ctx_out, bool json)
+{
+    GOptionContext *ctx = g_option_context_new(summary);
+    add_daemon_entries(ctx, o, json);
+    g_autoptr(GError) error = NULL;
+    *ctx_out = ctx;
+    if (!g_option_context_parse(ctx, argc, argv, &error))
+        return sa_ctl_usage_error(ctx, "%s", error->message);
+    return SA_CTL_OK;
+}
+
+int sa_ctl_status(int argc, char **argv)
+{
+    DaemonOptions o = {0};
+    GOptionContext *ctx = NULL;
+    int rc = parse_daemon_command(&argc, &argv, "- every VM and partition, from softaffd", &o,
+                                  &ctx, true);
+    if (rc == SA_CTL_OK && argc > 1)
+        rc = sa_ctl_usage_error(ctx, "status: unexpected argument '%s'", argv[1]);
+    if (rc == SA_CTL_OK) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *path = socket_path(&o, &error);
+        SaControlRequest req = {.command = SA_CONTROL_STATUS};
+        json_object *reply = path ? request(path, &req, &error) : NULL;
+        if (!reply) {
+            rc = failure(error);
+        } else {
+            if (o.json)
+                sa_ctl_print_json(reply);
+            else
+                print_status(reply);
+            json_object_put(reply);
+        }
+    }
+    g_option_context_free(ctx);
+    daemon_options_clear(&o);
+    return rc;
+}
+
+int sa_ctl_show(int argc, char **argv)
+{
+    DaemonOptions o = {0};
+    GOptionContext *ctx = NULL;
+    int rc = parse_daemon_command(&argc, &argv, "DOMAIN - one VM and its recent decisions", &o,
+                                  &ctx, true);
+    if (rc == SA_CTL_OK && argc != 2)
+        rc = sa_ctl_usage_error(ctx, argc < 2 ? "show: which DOMAIN?"
+                                              : "show: unexpected argument '%s'",
+                                argc < 2 ? "" : argv[2]);
+    if (rc == SA_CTL_OK) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *path = socket_path(&o, &error);
+        SaControlRequest req = {.command = SA_CONTROL_SHOW, .domain = argv[1]};
+        json_object *reply = path ? request(path, &req, &error) : NULL;
+        if (!reply) {
+            rc = failure(error);
+        } else if (o.json) {
+            sa_ctl_print_json(reply);
+        } else {
+            json_object *vm = member(reply, "vm");
+            printf("%s (%s, backend %s)\n", str(vm, "name"), str(vm, "uuid"), str(vm, "backend"));
+            printf("  state %s, mode %s, preferred %s, home %s, softness %s\n", str(vm, "state"),
+                   str(vm, "mode"), str(vm, "preferred"), str(vm, "home"), str(vm, "softness"));
+            printf("  allowed CPUs %s; vCPUs may run on %s; emulator on %s\n", str(vm, "allowed"),
+                   str(vm, "vcpus"), str(vm, "emulator"));
+            printf("  home share %.0f%%, bursts %s, retreats %s, run delay %.2f CPUs now\n",
+                   100 * num(vm, "home_share", 0), str(vm, "bursts"), str(vm, "retreats"),
+                   num(vm, "run_delay_cpus", 0));
+            if (g_strcmp0(str(vm, "reason"), "-") != 0)
+                printf("  %s\n", str(vm, "reason"));
+            json_object *decisions = member(vm, "decisions");
+            printf("\nrecent decisions:\n");
+            for (size_t i = 0; decisions && i < json_object_array_length(decisions); i++) {
+                json_object *dec = json_object_array_get_idx(decisions, i);
+                printf("  %s  %-5s vCPUs %-9s %s\n", str(dec, "time"), str(dec, "state"),
+                       str(dec, "vcpus"), str(dec, "reason"));
+            }
+        }
+        json_object_put(reply);
+    }
+    g_option_context_free(ctx);
+    daemon_options_clear(&o);
+    return rc;
+}
+
+static volatile sig_atomic_t top_stop;
+
+static void on_top_signal(int sig)
+{
+    top_stop = 1;
+}
+
+/* One screen: partitions as rows of CPUs with their owners and visitors, then the VMs. */
+static void draw_top(json_object *reply, bool clear)
+{
+    if (clear)
+        printf("\033[H\033[2J");
+    g_autoptr(GDateTime) now = g_date_time_new_now_local();
+    g_autofree char *ts = g_date_time_format(now, "%H:%M:%S");
+    json_object *d = member(reply, "daemon");
+    printf("softaff top  %s  layout %s  tick %s ms  (q Enter or Ctrl-C quits)\n\n", ts,
+           str(d, "layout"), str(d, "interval_ms"));
+    json_object *parts = member(reply, "partitions");
+    for (size_t i = 0; parts && i < json_object_array_length(parts); i++) {
+        json_object *p = json_object_array_get_idx(parts, i);
+        double util = num(p, "utilization", 0);
+        char bar[21];
+        int fill = (int)(util * 20 + 0.5);
+        for (int k = 0; k < 20; k++)
+            bar[k] = k < fill ? '#' : '.';
+        bar[20] = '\0';
+        char homes[256], visitors[256];
+        join_names(member(p, "home_vms"), homes, sizeof(homes));
+        join_names(member(p, "visitor_vms"), visitors, sizeof(visitors));
+        printf("P%-3s CPUs %-12.12s [%s] %3.0f%%\n", str(p, "id"), str(p, "cpus"), bar,
+               100 * util);
+        printf("     owners %-24.24s visitors %-.30s\n", homes, visitors);
+    }
+    printf("\n");
+    print_vm_table(member(reply, "vms"));
+    fflush(stdout);
+}
+
+int sa_ctl_top(int argc, char **argv)
+{
+    DaemonOptions o = {0};
+    gint interval_ms = 0, iterations = 0;
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- a live view of partitions and VMs");
+    add_daemon_entries(ctx, &o, false);
+    GOptionEntry extra[] = {
+        {"interval-ms", 'i', 0, G_OPTION_ARG_INT, &interval_ms,
+         "Refresh interval (default: the daemon's tick)", "MS"},
+        {"iterations", 'n', 0, G_OPTION_ARG_INT, &iterations,
+         "Stop after N screens (default: until interrupted)", "N"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = NULL;
+    int rc = SA_CTL_OK;
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        rc = sa_ctl_usage_error(ctx, "%s", error->message);
+        goto out;
+    }
+    if (argc > 1 || interval_ms < 0 || interval_ms > 60000 || iterations < 0) {
+        rc = sa_ctl_usage_error(ctx, argc > 1 ? "top: unexpected argument '%s'"
+                                              : "top: --interval-ms 0-60000, --iterations >= 0%s",
+                                argc > 1 ? argv[1] : "");
+        goto out;
+    }
+    path = socket_path(&o, &error);
+    if (!path) {
+        rc = failure(error);
+        goto out;
+    }
+    signal(SIGINT, on_top_signal);
+    signal(SIGTERM, on_top_signal);
+    bool tty = isatty(STDOUT_FILENO);
+    for (int n = 0; !top_stop && (iterations == 0 || n < iterations); n++) {
+        SaControlRequest req = {.command = SA_CONTROL_STATUS};
+        json_object *reply = request(path, &req, &error);
+        if (!reply) {
+            rc = failure(error);
+            goto out;
+        }
+        draw_top(reply, tty);
+        int wait = interval_ms ? interval_ms : (int)num(member(reply, "daemon"), "interval_ms", 500);
+        json_object_put(reply);
+        if (iterations && n + 1 >= iterations)
+            break;
+        if (!tty)
+            printf("\n");
+        if (isatty(STDIN_FILENO)) {
+            /* q then Enter quits, like Ctrl-C. */
+            struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+            char c;
+            if (poll(&p, 1, wait) > 0 && read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'))
+                break;
+        } else {
+            g_usleep((gulong)wait * 1000);
+        }
+    }
+out:
+    daemon_options_clear(&o);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* softaffctl — shared between its command files. */
+#pragma once
+
+#include <glib.h>
+#include <json-c/json.h>
+
+#include "sa-config.h"
+#include "sa-control.h"
+
+G_BEGIN_DECLS
+
+/* Exit codes a script can rely on. */
+enum {
+    SA_CTL_OK = 0,
+    SA_CTL_FAILED = 1,      /* the command ran and failed */
+    SA_CTL_USAGE = 2,       /* wrong command line */
+    SA_CTL_NO_DAEMON = 3,   /* softaffd is not reachable on its socket */
+};
+
+int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+void sa_ctl_print_json(json_object *o);
+
+int sa_ctl_status(int argc, char **argv);
+int sa_ctl_show(int argc, char **argv);
+int sa_ctl_top(int argc, char **argv);
+int sa_ctl_set(int argc, char **argv);
+
+G_END_DECLS

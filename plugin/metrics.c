@@ -1,0 +1,401 @@
+/* softaffd — Prometheus metrics: the text exposition format and its atomic textfile. */
+#define G_LOG_DOMAIN "softaff-metrics"
+
+#include "sa-metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sa-config-defs.h"
+#include "sa-error.h"
+
+typedef enum {
+    GAUGE,
+    COUNTER,
+} MetricType;
+
+/* A label of one sample: name="value". */
+typedef struct {
+    const char *name;
+    const char *value;
+} Label;
+
+void sa_metrics_append_label_value(GString *out, const char *value)
+{
+    g_autofree char *valid = g_utf8_make_valid(value ? value : "", -1);
+    for (const char *p = valid; *p; p++) {
+        switch (*p) {
+        case '\\':
+            g_string_append(out, "\\\\");
+            break;
+        case '"':
+            g_string_append(out, "\\\"");
+            break;
+        case '\n':
+            g_string_append(out, "\\n");
+            break;
+        default:
+            g_string_append_c(out, *p);
+        }
+    }
+}
+
+static void family(GString *out, const char *name, MetricType type, const char *help)
+{
+    /* help is a constant of this file: no backslash or newline to escape. */
+    g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                           type == COUNTER ? "counter" : "gauge");
+}
+
+static void sample_start(GString *out, const char *name, const Label *labels, guint n_labels)
+{
+    g_string_append(out, name);
+    if (n_labels == 0)
+        return;
+    g_string_append_c(out, '{');
+    for (guint i = 0; i < n_labels; i++) {
+        if (i > 0)
+            g_string_append_c(out, ',');
+        g_string_append_printf(out, "%s=\"", labels[i].name);
+        sa_metrics_append_label_value(out, labels[i].value);
+        g_string_append_c(out, '"');
+    }
+    g_string_append_c(out, '}');
+}
+
+static void sample_double(GString *out, const char *name, const Label *labels, guint n_labels,
+                          double value)
+{
+    sample_start(out, name, labels, n_labels);
+    g_string_append_c(out, ' ');
+    if (isnan(value)) {
+        g_string_append(out, "NaN");
+    } else if (isinf(value)) {
+        g_string_append(out, value > 0 ? "+Inf" : "-Inf");
+    } else {
+        /* The shortest of %.15g and %.17g that reads back as the same double. */
+        char buf[G_ASCII_DTOSTR_BUF_SIZE];
+        g_ascii_formatd(buf, sizeof buf, "%.15g", value);
+        if (g_ascii_strtod(buf, NULL) != value)
+            g_ascii_formatd(buf, sizeof buf, "%.17g", value);
+        g_string_append(out, buf);
+    }
+    g_string_append_c(out, '\n');
+}
+
+static void sample_uint(GString *out, const char *name, const Label *labels, guint n_labels,
+                        guint64 value)
+{
+    sample_start(out, name, labels, n_labels);
+    g_string_append_printf(out, " %" G_GUINT64_FORMAT "\n", value);
+}
+
+static int compare_vms(gconstpointer a, gconstpointer b)
+{
+    const SaVm *x = *(const SaVm *const *)a;
+    const SaVm *y = *(const SaVm *const *)b;
+    int c = g_strcmp0(x->name, y->name);
+    return c != 0 ? c : g_strcmp0(x->key, y->key);
+}
+
+static GPtrArray *sorted_vms(const SaDaemon *d)
+{
+    GPtrArray *vms = g_ptr_array_new();
+    if (d->vms) {
+        GHashTableIter it;
+        gpointer value;
+        g_hash_table_iter_init(&it, d->vms);
+        while (g_hash_table_iter_next(&it, NULL, &value))
+            g_ptr_array_add(vms, value);
+    }
+    g_ptr_array_sort(vms, compare_vms);
+    return vms;
+}
+
+static bool vm_has_home(const SaVm *vm)
+{
+    return vm->status == SA_VM_MANAGED && vm->pvm.st.placed && vm->pvm.st.home >= 0;
+}
+
+static void format_daemon(GString *out, const SaDaemon *d, const GPtrArray *vms)
+{
+    const Label version[] = {{"version", SA_VERSION}};
+    family(out, "softaff_build_info", GAUGE, "softaffd version, always 1.");
+    sample_uint(out, "softaff_build_info", version, G_N_ELEMENTS(version), 1);
+
+    family(out, "softaff_start_time_seconds", GAUGE, "When softaffd started, in Unix time.");
+    sample_double(out, "softaff_start_time_seconds", NULL, 0,
+                  (double)d->started_us / G_USEC_PER_SEC);
+
+    family(out, "softaff_ticks_total", COUNTER, "Ticks (sample, decide, apply) run.");
+    sample_uint(out, "softaff_ticks_total", NULL, 0, d->ticks);
+
+    family(out, "softaff_tick_cpu_seconds", GAUGE, "CPU time the last tick took.");
+    sample_double(out, "softaff_tick_cpu_seconds", NULL, 0, d->last_tick_cpu_ms / 1000.0);
+
+    static const SaVmStatus statuses[] = {SA_VM_MANAGED, SA_VM_UNMANAGED, SA_VM_INVALID};
+    family(out, "softaff_vms", GAUGE,
+           "VMs softaffd knows, by status (invalid: bad softaff metadata, runs unmanaged).");
+    for (guint s = 0; s < G_N_ELEMENTS(statuses); s++) {
+        guint64 n = 0;
+        for (guint i = 0; i < vms->len; i++) {
+            const SaVm *vm = g_ptr_array_index(vms, i);
+            n += vm->status == statuses[s];
+        }
+        const Label status[] = {{"status", sa_vm_status_to_string(statuses[s])}};
+        sample_uint(out, "softaff_vms", status, G_N_ELEMENTS(status), n);
+    }
+}
+
+static void format_partitions(GString *out, const SaDaemon *d)
+{
+    if (!d->topo || !d->topo->partitions || d->topo->partitions->len == 0)
+        return;
+    const GPtrArray *parts = d->topo->partitions;
+    g_auto(GStrv) ids = g_new0(char *, parts->len + 1);
+    for (guint i = 0; i < parts->len; i++) {
+        const SaPartition *p = g_ptr_array_index(parts, i);
+        ids[i] = g_strdup_printf("%u", p->id);
+    }
+
+    family(out, "softaff_partition_cpus", GAUGE, "Online CPUs of the partition.");
+    for (guint i = 0; i < parts->len; i++) {
+        const SaPartition *p = g_ptr_array_index(parts, i);
+        const Label l[] = {{"partition", ids[i]}};
+        sample_uint(out, "softaff_partition_cpus", l, G_N_ELEMENTS(l),
+                    p->cpus ? sa_cpuset_count(p->cpus) : 0);
+    }
+
+    if (d->usage) {
+        family(out, "softaff_partition_busy_cpus", GAUGE,
+               "Busy CPUs of the partition in the last tick, by load: owners (vCPUs of VMs "
+               "homed there), visitors (vCPUs of VMs homed elsewhere), unmanaged (the rest).");
+        for (guint i = 0; i < parts->len; i++) {
+            const SaPartitionUsage *u = &d->usage[i];
+            const struct {
+                const char *load;
+                double value;
+            } loads[] = {
+                {"owners", u->owners}, {"visitors", u->visitors}, {"unmanaged", u->unmanaged}};
+            for (guint k = 0; k < G_N_ELEMENTS(loads); k++) {
+                const Label l[] = {{"partition", ids[i]}, {"load", loads[k].load}};
+                sample_double(out, "softaff_partition_busy_cpus", l, G_N_ELEMENTS(l),
+                              loads[k].value);
+            }
+        }
+
+        family(out, "softaff_partition_home_vcpus", GAUGE,
+               "vCPUs of the VMs whose home is the partition.");
+        for (guint i = 0; i < parts->len; i++) {
+            const Label l[] = {{"partition", ids[i]}};
+            sample_uint(out, "softaff_partition_home_vcpus", l, G_N_ELEMENTS(l),
+                        d->usage[i].owner_vcpus);
+        }
+    }
+}
+
+/* One per-VM family with the labels domain and uuid. */
+typedef enum {
+    VM_VCPUS,
+    VM_HOME,
+    VM_BURSTING,
+    VM_BURSTS,
+    VM_RETREATS,
+    VM_CHANGES,
+    VM_RUN,
+    VM_RUN_HOME,
+    VM_DELAY,
+} VmMetric;
+
+static const struct {
+    const char *name;
+    MetricType type;
+    const char *help;
+} vm_metrics[] = {
+    [VM_VCPUS] = {"softaff_vm_vcpus", GAUGE, "vCPUs of the VM."},
+    [VM_HOME] = {"softaff_vm_home_partition", GAUGE, "Id of the VM's home partition."},
+    [VM_BURSTING] = {"softaff_vm_bursting", GAUGE,
+                     "1 while the VM may run outside its home partition, else 0."},
+    [VM_BURSTS] = {"softaff_vm_bursts_total", COUNTER,
+                   "Partitions the VM burst onto (bursts and widenings)."},
+    [VM_RETREATS] = {"softaff_vm_retreats_total", COUNTER,
+                     "Retreats forced by the owners of visited partitions."},
+    [VM_CHANGES] = {"softaff_vm_affinity_changes_total", COUNTER,
+                    "Changes of the VM's vCPU affinity."},
+    [VM_RUN] = {"softaff_vm_vcpu_run_seconds_total", COUNTER,
+                "Time the VM's vCPUs ran while managed."},
+    [VM_RUN_HOME] = {"softaff_vm_vcpu_run_home_seconds_total", COUNTER,
+                     "Time the VM's vCPUs ran on CPUs of their home partition."},
+    [VM_DELAY] = {"softaff_vm_vcpu_run_delay_seconds_total", COUNTER,
+                  "Time the VM's vCPUs were runnable but waited for a CPU."},
+};
+
+static void format_vm_metric(GString *out, const GPtrArray *vms, VmMetric m)
+{
+    const char *name = vm_metrics[m].name;
+    bool header = false;
+    for (guint i = 0; i < vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(vms, i);
+        const SaVmPolicyState *st = &vm->pvm.st;
+        if ((m == VM_HOME || m == VM_BURSTING) && !vm_has_home(vm))
+            continue;
+        if (!header) {
+            family(out, name, vm_metrics[m].type, vm_metrics[m].help);
+            header = true;
+        }
+        const Label l[] = {{"domain", vm->name}, {"uuid", vm->key}};
+        const guint n = G_N_ELEMENTS(l);
+        switch (m) {
+        case VM_VCPUS:
+            sample_uint(out, name, l, n, vm->n_vcpus);
+            break;
+        case VM_HOME:
+            sample_uint(out, name, l, n, (guint64)st->home);
+            break;
+        case VM_BURSTING:
+            sample_uint(out, name, l, n, st->state == SA_STATE_BURST);
+            break;
+        case VM_BURSTS:
+            sample_uint(out, name, l, n, st->bursts);
+            break;
+        case VM_RETREATS:
+            sample_uint(out, name, l, n, st->retreats);
+            break;
+        case VM_CHANGES:
+            sample_uint(out, name, l, n, st->changes);
+            break;
+        case VM_RUN:
+            sample_double(out, name, l, n, (double)vm->run_ns_total / 1e9);
+            break;
+        case VM_RUN_HOME:
+            sample_double(out, name, l, n, (double)vm->run_ns_home / 1e9);
+            break;
+        case VM_DELAY:
+            sample_double(out, name, l, n, (double)vm->delay_ns_total / 1e9);
+            break;
+        }
+    }
+}
+
+static void format_vms(GString *out, const GPtrArray *vms)
+{
+    if (vms->len == 0)
+        return;
+    family(out, "softaff_vm_info", GAUGE,
+           "A VM softaffd knows, always 1; status managed|unmanaged|invalid, mode from its "
+           "metadata (soft|strict|off).");
+    for (guint i = 0; i < vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(vms, i);
+        const Label l[] = {{"domain", vm->name},
+                           {"uuid", vm->key},
+                           {"status", sa_vm_status_to_string(vm->status)},
+                           {"mode", sa_mode_to_string(vm->metadata.mode)}};
+        sample_uint(out, "softaff_vm_info", l, G_N_ELEMENTS(l), 1);
+    }
+
+    format_vm_metric(out, vms, VM_VCPUS);
+    format_vm_metric(out, vms, VM_HOME);
+    format_vm_metric(out, vms, VM_BURSTING);
+
+    family(out, "softaff_vm_state_seconds_total", COUNTER,
+           "Wall time the managed VM spent at home and bursting.");
+    for (guint i = 0; i < vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(vms, i);
+        const Label home[] = {{"domain", vm->name}, {"uuid", vm->key}, {"state", "home"}};
+        const Label burst[] = {{"domain", vm->name}, {"uuid", vm->key}, {"state", "burst"}};
+        sample_double(out, "softaff_vm_state_seconds_total", home, G_N_ELEMENTS(home),
+                      vm->seconds_home);
+        sample_double(out, "softaff_vm_state_seconds_total", burst, G_N_ELEMENTS(burst),
+                      vm->seconds_burst);
+    }
+
+    for (VmMetric m = VM_BURSTS; m <= VM_DELAY; m++)
+        format_vm_metric(out, vms, m);
+}
+
+char *sa_metrics_format(const SaDaemon *d)
+{
+    g_return_val_if_fail(d != NULL, NULL);
+    GString *out = g_string_sized_new(4096);
+    g_autoptr(GPtrArray) vms = sorted_vms(d);
+    format_daemon(out, d, vms);
+    format_partitions(out, d);
+    format_vms(out, vms);
+    return g_string_free(out, FALSE);
+}
+
+static bool write_all(int fd, const char *buf, gsize len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        buf += n;
+        len -= (gsize)n;
+    }
+    return true;
+}
+
+static void set_io_error(GError **error, const char *path, const char *what, int errsv)
+{
+    g_set_error(error, SA_ERROR, SA_ERROR_IO, "metrics textfile %s: %s: %s", path, what,
+                g_strerror(errsv));
+}
+
+bool sa_metrics_write(const SaDaemon *d, const char *path, GError **error)
+{
+    g_return_val_if_fail(path != NULL && *path != '\0', false);
+    g_autofree char *text = sa_metrics_format(d);
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    g_autofree char *hidden = g_strdup_printf(".%s.XXXXXX", base);
+    g_autofree char *tmp = g_build_filename(dir, hidden, NULL);
+
+    int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int errsv = errno;
+        g_autofree char *what = g_strdup_printf("cannot create a temporary file in %s", dir);
+        set_io_error(error, path, what, errsv);
+        return false;
+    }
+    const char *failed = NULL;
+    int errsv = 0;
+    /* The umask may have narrowed the mode: readers (node_exporter) need 0644. */
+    if (fchmod(fd, 0644) < 0)
+        failed = "cannot set the mode of the temporary file";
+    else if (!write_all(fd, text, strlen(text)))
+        failed = "cannot write the temporary file";
+    else if (fsync(fd) < 0)
+        failed = "cannot sync the temporary file";
+    if (failed)
+        errsv = errno;
+    if (close(fd) < 0 && !failed) {
+        errsv = errno;
+        failed = "cannot close the temporary file";
+    }
+    if (!failed && rename(tmp, path) < 0) {
+        errsv = errno;
+        failed = "cannot rename the temporary file over it";
+    }
+    if (failed) {
+        unlink(tmp);
+        set_io_error(error, path, failed, errsv);
+        return false;
+    }
+    /* Make the rename itself durable; the new file is in place either way. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        if (fsync(dfd) < 0)
+            g_debug("metrics textfile %s: cannot sync %s: %s", path, dir, g_strerror(errno));
+        close(dfd);
+    }
+    return true;
+}

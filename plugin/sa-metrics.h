@@ -1,0 +1,47 @@
+/* softaff — Prometheus metrics of softaffd, in the text exposition format (0.0.4), for
+ * node_exporter's textfile collector ([metrics] textfile=).
+ *
+ * Families (base units, counters end in _total):
+ *   softaff_build_info{version}                          1
+ *   softaff_start_time_seconds                           gauge, Unix time the daemon started
+ *   softaff_ticks_total                                  counter
+ *   softaff_tick_cpu_seconds                             gauge, CPU time of the last tick
+ *   softaff_vms{status}                                  gauge, VMs known per status
+ *   softaff_partition_cpus{partition}                    gauge, online CPUs
+ *   softaff_partition_busy_cpus{partition,load}          gauge, load = owners|visitors|unmanaged
+ *   softaff_partition_home_vcpus{partition}              gauge, vCPUs homed there
+ *   softaff_vm_info{domain,uuid,status,mode}             1
+ *   softaff_vm_vcpus{domain,uuid}                        gauge
+ *   softaff_vm_home_partition{domain,uuid}               gauge (managed VMs with a home only)
+ *   softaff_vm_bursting{domain,uuid}                     gauge 0/1 (managed VMs with a home only)
+ *   softaff_vm_state_seconds_total{domain,uuid,state}    counter, state = home|burst
+ *   softaff_vm_bursts_total{domain,uuid}                 counter
+ *   softaff_vm_retreats_total{domain,uuid}               counter
+ *   softaff_vm_affinity_changes_total{domain,uuid}       counter
+ *   softaff_vm_vcpu_run_seconds_total{domain,uuid}       counter
+ *   softaff_vm_vcpu_run_home_seconds_total{domain,uuid}  counter
+ *   softaff_vm_vcpu_run_delay_seconds_total{domain,uuid} counter
+ * The policy counters restart from 0 when a VM becomes managed again (a counter reset). */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "daemon.h"
+
+G_BEGIN_DECLS
+
+/* The whole exposition, newline-terminated; VMs sorted by name, then uuid. */
+char *sa_metrics_format(const SaDaemon *d);
+
+/* Writes sa_metrics_format(d) to path atomically: a hidden temporary file in the same
+ * directory (".NAME.XXXXXX", which the textfile collector ignores), fsync, mode 0644, rename
+ * over path, fsync of the directory. Readers see the old file or the new one, never a part.
+ * Errors name path. */
+bool sa_metrics_write(const SaDaemon *d, const char *path, GError **error);
+
+/* Appends value to out escaped as a Prometheus label value (\\, \", \n); invalid UTF-8 is
+ * replaced. Exposed for the tests. */
+void sa_metrics_append_label_value(GString *out, const char *value);
+
+G_END_DECLS
