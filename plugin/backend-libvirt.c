@@ -237,6 +237,75 @@ static pid_t find_qemu_pid(const SaLibvirt *lv, const char *name)
     return -1;
 }
 
+static char *transient_state_path(const SaLibvirt *lv)
+{
+    g_autofree char *dir = g_path_get_dirname(lv->d->cfg->socket);
+    return g_build_filename(dir, "transient-domains.ini", NULL);
+}
+
+/* Gives x the pins recorded for this transient domain, or records x's pins when there are
+ * none yet. */
+static void transient_pins(SaLibvirt *lv, const char *uuid, SaDomainXml *x)
+{
+    g_autofree char *path = transient_state_path(lv);
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, NULL);
+    if (g_key_file_has_group(kf, uuid)) {
+        g_clear_pointer(&x->vcpupin, g_ptr_array_unref);
+        g_clear_pointer(&x->emulatorpin, sa_cpuset_free);
+        g_auto(GStrv) keys = g_key_file_get_keys(kf, uuid, NULL, NULL);
+        for (guint i = 0; keys && keys[i]; i++) {
+            g_autofree char *value = g_key_file_get_string(kf, uuid, keys[i], NULL);
+            SaCpuSet *set = value ? sa_cpuset_parse(value, NULL) : NULL;
+            guint vcpu;
+            char tail;
+            if (!set)
+                continue;
+            if (g_str_equal(keys[i], "emulatorpin")) {
+                x->emulatorpin = set;
+            } else if (sscanf(keys[i], "vcpupin%u%c", &vcpu, &tail) == 1 && vcpu < x->n_vcpus) {
+                if (!x->vcpupin)
+                    x->vcpupin = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+                if (x->vcpupin->len <= vcpu)
+                    g_ptr_array_set_size(x->vcpupin, vcpu + 1);
+                sa_cpuset_free(g_ptr_array_index(x->vcpupin, vcpu));
+                g_ptr_array_index(x->vcpupin, vcpu) = set;
+            } else {
+                sa_cpuset_free(set);
+            }
+        }
+        return;
+    }
+    g_key_file_set_string(kf, uuid, "name", x->name ? x->name : "");
+    for (guint i = 0; x->vcpupin && i < x->vcpupin->len; i++) {
+        const SaCpuSet *set = g_ptr_array_index(x->vcpupin, i);
+        if (!set)
+            continue;
+        g_autofree char *key = g_strdup_printf("vcpupin%u", i);
+        g_autofree char *text = sa_cpuset_format(set);
+        g_key_file_set_string(kf, uuid, key, text);
+    }
+    if (x->emulatorpin) {
+        g_autofree char *text = sa_cpuset_format(x->emulatorpin);
+        g_key_file_set_string(kf, uuid, "emulatorpin", text);
+    }
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autoptr(GError) error = NULL;
+    if (g_mkdir_with_parents(dir, 0755) < 0 || !g_key_file_save_to_file(kf, path, &error))
+        g_debug("cannot record the pins of %s in %s: %s", x->name, path,
+                error ? error->message : g_strerror(errno));
+}
+
+static void transient_forget(SaLibvirt *lv, const char *uuid)
+{
+    g_autofree char *path = transient_state_path(lv);
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, NULL) ||
+        !g_key_file_remove_group(kf, uuid, NULL))
+        return;
+    g_key_file_save_to_file(kf, path, NULL);
+}
+
 static char *get_xml(virDomainPtr dom, unsigned int flags, GError **error)
 {
     char *xml = virDomainGetXMLDesc(dom, flags);
@@ -304,17 +373,13 @@ static void refresh_domain(SaLibvirt *lv, virDomainPtr dom)
     const SaDomainXml *own = conf;
     if (!own) {
         /* A transient domain has no definition apart from the live one, which holds softaff's
-         * own pins once it placed the VM: keep what the VM looked like when first seen. When
-         * the live metadata already has assigned=, an earlier softaffd placed it, so its live
-         * pins are ours, not the user's. */
+         * own pins once it placed the VM: keep the pins it had when first seen, in memory and
+         * in a state file beside the control socket, so a restarted daemon knows them too. */
         if (!l->first_seen) {
             g_autofree char *again = get_xml(dom, 0, NULL);
             l->first_seen = again ? sa_domain_xml_parse(again, strlen(again), NULL) : NULL;
-            if (l->first_seen && l->first_seen->has_metadata && !l->first_seen->metadata_error &&
-                l->first_seen->metadata.assigned >= 0) {
-                g_clear_pointer(&l->first_seen->vcpupin, g_ptr_array_unref);
-                g_clear_pointer(&l->first_seen->emulatorpin, sa_cpuset_free);
-            }
+            if (l->first_seen)
+                transient_pins(lv, uuid, l->first_seen);
         }
         own = l->first_seen ? l->first_seen : live;
     }
@@ -424,6 +489,18 @@ void sa_libvirt_sync(SaLibvirt *lv)
         virDomainFree(doms[i]);
     }
     free(doms);
+    /* Recorded pins of transient domains that no longer run are of no use. */
+    g_autofree char *state = transient_state_path(lv);
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    if (g_key_file_load_from_file(kf, state, G_KEY_FILE_NONE, NULL)) {
+        g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+        bool changed = false;
+        for (guint i = 0; groups && groups[i]; i++)
+            if (!g_hash_table_contains(seen, groups[i]))
+                changed |= g_key_file_remove_group(kf, groups[i], NULL);
+        if (changed)
+            g_key_file_save_to_file(kf, state, NULL);
+    }
     /* Forget VMs that are no longer running. */
     g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func(g_free);
     GHashTableIter it;
@@ -437,6 +514,7 @@ void sa_libvirt_sync(SaLibvirt *lv)
     for (guint i = 0; i < gone->len; i++) {
         SaVm *vm = sa_daemon_lookup(lv->d, g_ptr_array_index(gone, i));
         g_info("%s: no longer running; forgotten", vm->name);
+        transient_forget(lv, g_ptr_array_index(gone, i));
         sa_daemon_remove(lv->d, g_ptr_array_index(gone, i), false);
     }
 }
@@ -461,6 +539,7 @@ static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int det
             g_info("%s: stopped; forgotten", name);
             sa_daemon_remove(lv->d, uuid, false);
         }
+        transient_forget(lv, uuid);
         break;
     default:
         break;

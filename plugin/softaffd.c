@@ -214,8 +214,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* Handlers first: a SIGHUP or SIGTERM during start-up must not kill the daemon; they
+     * are dispatched from the main loop, once everything below is in place. */
     App app = {0};
     app.config_path = config_path;
+    g_unix_signal_add(SIGTERM, on_sigterm, &app);
+    g_unix_signal_add(SIGINT, on_sigterm, &app);
+    g_unix_signal_add(SIGHUP, on_sighup, &app);
     g_autofree char *uri = g_strdup(cfg->uri);
     g_info("softaffd %s starting: layout %s, %u partitions, interval %u ms%s", SA_VERSION,
            sa_layout_to_string(topo->layout), topo->partitions->len, cfg->interval_ms,
@@ -265,9 +270,6 @@ int main(int argc, char **argv)
         if (app.qmp)
             sa_qmp_start(app.qmp);
         app.tick_source = g_timeout_add(app.d->cfg->interval_ms, tick_cb, &app);
-        g_unix_signal_add(SIGTERM, on_sigterm, &app);
-        g_unix_signal_add(SIGINT, on_sigterm, &app);
-        g_unix_signal_add(SIGHUP, on_sighup, &app);
         g_main_loop_run(app.loop);
         g_info("stopped");
     }

@@ -286,8 +286,9 @@ static const struct {
     const char *message;
 } bad_files[] = {
     /* unknown groups and keys */
-    {"[vm web]\nsoftness=1\n", SA_ERROR_CONFIG,
-     "@: [vm web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics)"},
+    {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
+     "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
+     "NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms)"},
@@ -383,6 +384,23 @@ static const struct {
     {"[qmp]\nsockets=/run/a.qmp;relative/*.qmp\n", SA_ERROR_CONFIG,
      "@: [qmp] sockets=/run/a.qmp;relative/*.qmp: entry 1 \"relative/*.qmp\" is not an "
      "absolute path"},
+    /* [vm NAME] */
+    {"[vm web]\nmode=hard\n", SA_ERROR_CONFIG,
+     "@: [vm web] mode=hard: not one of soft, strict, off"},
+    {"[vm web]\npreferred=-1\n", SA_ERROR_CONFIG,
+     "@: [vm web] preferred=-1: not auto or a partition id (a plain decimal number)"},
+    {"[vm web]\npreferred=01\n", SA_ERROR_CONFIG,
+     "@: [vm web] preferred=01: not auto or a partition id (a plain decimal number)"},
+    {"[vm web]\npreferred=99999999999\n", SA_ERROR_CONFIG,
+     "@: [vm web] preferred=99999999999: out of range (allowed: auto or 0-2147483647)"},
+    {"[vm web]\nsoftness=101\n", SA_ERROR_CONFIG,
+     "@: [vm web] softness=101: out of range (allowed: 0-100)"},
+    {"[vm web]\nassigned=1\n", SA_ERROR_CONFIG,
+     "@: [vm web] assigned=1: unknown key (known in [vm web]: mode, preferred, softness)"},
+    {"[vm ]\nmode=soft\n", SA_ERROR_CONFIG,
+     "@: [vm ]: no VM name (e.g. [vm web1], the name given to QEMU with -name)"},
+    {"[vm a]\nmode=soft\n[vm  a]\nmode=off\n", SA_ERROR_CONFIG,
+     "@: [vm  a]: VM \"a\" configured twice"},
     /* [metrics] */
     {"[metrics]\ntextfile=softaff.prom\n", SA_ERROR_CONFIG,
      "@: [metrics] textfile=softaff.prom: not an absolute path"},
@@ -485,6 +503,45 @@ static void test_good_edges(Fixture *f, gconstpointer data)
     g_assert_false(cfg3->hook_strict);
 }
 
+/* [vm NAME] groups: settings of QEMU processes found over QMP. */
+static void test_vm_groups(Fixture *f, gconstpointer data)
+{
+    static const char text[] = "[qmp]\n"
+                               "sockets=/run/qemu/*.qmp\n"
+                               "[vm web1]\n"
+                               "mode=strict\n"
+                               "preferred=1\n"
+                               "softness=20\n"
+                               "[vm db]\n"
+                               "preferred=auto\n"
+                               "[vm /run/qemu/x.qmp]\n"
+                               "mode=off\n";
+    g_autofree char *path = write_conf(f, "vms.conf", text, -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg->vms->len, ==, 3);
+    const SaVmConfig *web = sa_config_find_vm(cfg, "web1");
+    g_assert_nonnull(web);
+    g_assert_cmpint(web->mode, ==, SA_MODE_STRICT);
+    g_assert_cmpint(web->preferred, ==, 1);
+    g_assert_cmpint(web->softness, ==, 20);
+    const SaVmConfig *db = sa_config_find_vm(cfg, "db");
+    g_assert_nonnull(db);
+    g_assert_cmpint(db->mode, ==, SA_MODE_SOFT);
+    g_assert_cmpint(db->preferred, ==, -1);
+    g_assert_cmpint(db->softness, ==, -1);
+    const SaVmConfig *x = sa_config_find_vm(cfg, "/run/qemu/x.qmp");
+    g_assert_nonnull(x);
+    g_assert_cmpint(x->mode, ==, SA_MODE_OFF);
+    g_assert_null(sa_config_find_vm(cfg, "web"));
+
+    g_autoptr(SaConfig) defaults = sa_config_new_default();
+    g_assert_cmpuint(defaults->vms->len, ==, 0);
+    g_assert_null(sa_config_find_vm(defaults, "web1"));
+}
+
 /* Every file in tests/data/config/bad-*.conf fails, and names its file. */
 static void test_data_bad_files(void)
 {
@@ -529,6 +586,7 @@ int main(int argc, char **argv)
     ADD("/config/bad-values", test_bad_values);
     ADD("/config/socket-too-long", test_socket_too_long);
     ADD("/config/good-edges", test_good_edges);
+    ADD("/config/vm-groups", test_vm_groups);
     g_test_add_func("/config/data-bad-files", test_data_bad_files);
 
     return g_test_run();
