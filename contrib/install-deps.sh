@@ -11,6 +11,7 @@ PACKAGES=(
     libglib2.0-dev libjson-c-dev libnuma-dev libvirt-dev libxml2-dev libxml2-utils
     libvirt-daemon-system libvirt-clients qemu-system-x86
     busybox-static cpio gzip procps python3 numactl gnuplot-nox
+    scdoc bash-completion clang libclang-rt-14-dev  # man pages, completion dir, fuzzing
 )
 
 log() { printf 'install-deps: %s\n' "$*"; }

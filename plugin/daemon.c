@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "sa-error.h"
+#include "sa-metrics.h"
 
 /* A transient error is logged when it differs from the last one, else at most this often. */
 #define ERROR_REPEAT_US (60 * G_USEC_PER_SEC)
@@ -463,6 +464,16 @@ void sa_daemon_tick(SaDaemon *d)
         SaVm *vm = g_ptr_array_index(managed, i);
         if (!apply_vm(d, vm))
             g_hash_table_remove(d->vms, vm->key);
+    }
+    if (d->cfg->metrics_textfile && !d->dry_run && d->ticks % d->cfg->metrics_every == 0) {
+        g_autoptr(GError) error = NULL;
+        if (!sa_metrics_write(d, d->cfg->metrics_textfile, &error)) {
+            if (!d->metrics_failing)
+                g_warning("metrics: %s", error->message);
+            d->metrics_failing = true;
+        } else {
+            d->metrics_failing = false;
+        }
     }
     struct timespec ts1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts1);

@@ -103,6 +103,7 @@ struct SaDaemon {
     guint64 ticks;
     gint64 started_us;       /* g_get_real_time() at start */
     double last_tick_cpu_ms; /* CPU time the last tick took */
+    bool metrics_failing;    /* the last metrics write failed (logged once) */
 };
 
 SaDaemon *sa_daemon_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **error);

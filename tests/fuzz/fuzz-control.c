@@ -14,8 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(SaControlRequest) req =
-        sa_control_request_parse((const char *)data, size, &error);
+    g_autoptr(SaControlRequest) req = sa_control_request_parse((const char *)data, size, &error);
     if (!req)
         return 0;
     /* Cheap checks that hold for every accepted request. */

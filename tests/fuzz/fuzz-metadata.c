@@ -6,6 +6,7 @@
 #include <glib.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sa-metadata.h"
 

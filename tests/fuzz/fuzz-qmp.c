@@ -69,8 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         g_printerr("whole and chunked feeding disagree (%u vs %u results)\n", whole->len,
                    pieces->len);
         for (guint i = 0; i < MAX(whole->len, pieces->len); i++)
-            g_printerr("  %s | %s\n",
-                       i < whole->len ? (char *)g_ptr_array_index(whole, i) : "-",
+            g_printerr("  %s | %s\n", i < whole->len ? (char *)g_ptr_array_index(whole, i) : "-",
                        i < pieces->len ? (char *)g_ptr_array_index(pieces, i) : "-");
         abort();
     }

@@ -142,8 +142,17 @@ def guest_image():
     return _image
 
 
-def require_vm():
-    """Make sure real guests can run here; otherwise skip (77), or fail if SOFTAFF_REQUIRE_VM=1."""
+def require_vm(libvirt=True):
+    """Make sure real guests can run here; otherwise skip (77), or fail if SOFTAFF_REQUIRE_VM=1.
+
+    libvirt=False: only QEMU itself is needed (QemuGuest, the QMP backend)."""
+    if not libvirt:
+        if os.geteuid() != 0:
+            skip("integration tests need root (/proc of QEMU threads, sched_setaffinity)")
+        if shutil.which("qemu-system-x86_64") is None:
+            skip("qemu-system-x86_64 not found (run contrib/install-deps.sh)")
+        guest_image()
+        return
     if os.geteuid() != 0:
         skip("integration tests need root (libvirt qemu:///system, /proc of QEMU threads)")
     for b in ("virsh", "libvirtd", "virtlogd", "qemu-system-x86_64"):
@@ -698,6 +707,134 @@ class Guest:
         virsh(*args)
 
 
+class QemuGuest(Guest):
+    """A TCG guest run by `qemu-system-x86_64` directly, without libvirt (the QMP backend).
+
+    It has two QMP monitors: `qmp_path` (<workdir>/<label>.qmp) for softaffd, and a private one
+    the test uses to learn the vCPU thread ids (query-cpus-fast), since a QMP socket serves one
+    client at a time. debug_threads=False leaves QEMU's threads unnamed (all "qemu-system-x86"),
+    so nothing can find the vCPUs by thread name: only QMP tells. The load generator is
+    controlled over the second serial port exactly as in Guest."""
+
+    def __init__(self, name, vcpus=2, memory_mib=128, debug_threads=False, qemu_name=None,
+                 extra_cmdline=""):
+        Guest.__init__(self, name, vcpus=vcpus, memory_mib=memory_mib,
+                       extra_cmdline=extra_cmdline)
+        self.qemu_name = qemu_name if qemu_name is not None else self.name
+        self.debug_threads = debug_threads
+        d = workdir()
+        self.qmp_path = os.path.join(d, self.label + ".qmp")
+        self.monitor_path = os.path.join(d, self.label + ".monitor")
+        self.qemu_log = os.path.join(d, self.label + ".qemu.log")
+        self.proc = None
+        self._tids = None
+
+    def argv(self):
+        img = guest_image()
+        cmdline = img["cmdline"] + (" " + self.extra_cmdline if self.extra_cmdline else "")
+        argv = ["qemu-system-x86_64", "-accel", "tcg", "-machine", "pc",
+                "-smp", str(self.vcpus), "-m", str(self.memory_mib),
+                "-kernel", img["kernel"], "-initrd", img["initrd"], "-append", cmdline,
+                "-qmp", "unix:%s,server=on,wait=off" % self.qmp_path,
+                "-qmp", "unix:%s,server=on,wait=off" % self.monitor_path,
+                "-serial", "file:%s" % self.console_log,
+                "-serial", "unix:%s,server=on,wait=off" % self.control_path,
+                "-display", "none", "-no-user-config", "-nodefaults", "-no-reboot"]
+        if self.qemu_name:
+            argv += ["-name", self.qemu_name + (",debug-threads=on" if self.debug_threads else "")]
+        return argv
+
+    def start(self, connect=True):
+        for p in (self.control_path, self.qmp_path, self.monitor_path):
+            if os.path.exists(p):
+                os.unlink(p)
+        self.start_time = time.monotonic()
+        with open(self.qemu_log, "ab") as logf:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=logf,
+                                         stderr=subprocess.STDOUT)
+        self.created = True
+        log("qemu %s started (pid %d, %d vCPUs)" % (self.name, self.proc.pid, self.vcpus))
+        if connect:
+            self.connect()
+        return self
+
+    def destroy(self):
+        """Stop QEMU (SIGTERM, then SIGKILL); safe to call more than once."""
+        self._stop.set()
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            log("qemu %s stopped" % self.name)
+        self.created = False
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def pid(self):
+        return self.proc.pid
+
+    def qmp(self, command, arguments=None, timeout=10):
+        """Run one command on the private monitor; returns its "return" value."""
+        import json
+        wait_until(lambda: os.path.exists(self.monitor_path), timeout,
+                   what="QMP monitor %s" % self.monitor_path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(self.monitor_path)
+            f = s.makefile("rwb")
+
+            def reply():
+                while True:
+                    line = f.readline()
+                    if not line:
+                        raise AssertionError("QMP monitor of %s closed" % self.name)
+                    msg = json.loads(line)
+                    if "event" in msg:
+                        continue
+                    return msg
+
+            if "QMP" not in reply():
+                raise AssertionError("no QMP greeting from %s" % self.name)
+            for cmd, args in (("qmp_capabilities", None), (command, arguments)):
+                req = {"execute": cmd}
+                if args:
+                    req["arguments"] = args
+                f.write(json.dumps(req).encode() + b"\r\n")
+                f.flush()
+                msg = reply()
+                if "error" in msg:
+                    raise AssertionError("QMP %s on %s: %s" % (cmd, self.name, msg["error"]))
+            return msg["return"]
+        finally:
+            s.close()
+
+    def vcpu_tids(self):
+        """{vCPU index: tid} from query-cpus-fast (thread names do not tell)."""
+        if self._tids is None:
+            cpus = self.qmp("query-cpus-fast")
+            self._tids = {c["cpu-index"]: c["thread-id"] for c in cpus}
+        return dict(self._tids)
+
+    def other_tids(self):
+        """Thread ids of QEMU that are not vCPU threads."""
+        vcpus = set(self.vcpu_tids().values())
+        return [int(t) for t in os.listdir("/proc/%d/task" % self.pid()) if int(t) not in vcpus]
+
+    def vcpuinfo(self):
+        raise AssertionError("QemuGuest has no libvirt: use affinity()")
+
+
 class AffinityWatcher:
     """Polls the vCPU threads of some guests every `interval` s in a thread.
 
@@ -924,13 +1061,14 @@ for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_sig, _on_signal)
 
 
-def run(main):
+def run(main, libvirt=True):
     """Run a test's main(): exit 0 on success, 77 on skip (1 if SOFTAFF_REQUIRE_VM=1),
-    1 on failure (dumping daemon logs and guest consoles). Always cleans up."""
+    1 on failure (dumping daemon logs and guest consoles). Always cleans up.
+    libvirt=False: the test runs QEMU directly (QemuGuest) and needs no libvirtd."""
     rc = 1
     failed = False
     try:
-        require_vm()
+        require_vm(libvirt=libvirt)
         main()
         rc = 0
     except Skip as e:

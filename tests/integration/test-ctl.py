@@ -5,6 +5,7 @@
 - `set --preferred` (live) is applied within one tick through the metadata event;
 - bad values are refused with a message naming them; no daemon -> exit status 3."""
 import json
+import re
 import os
 import subprocess
 import time
@@ -22,10 +23,43 @@ def ctl(*args, check=True):
     return p
 
 
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*\})? '
+                    r'(-?[0-9.eE+-]+|NaN|[+-]Inf)$')
+
+
+def check_metrics(path, bursting):
+    """The textfile parses as Prometheus text exposition and tells the same as /proc."""
+    with open(path) as f:
+        text = f.read()
+    typed = {}
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            typed[name] = kind
+            continue
+        if line.startswith("#") or not line:
+            continue
+        m = SAMPLE.match(line)
+        assert m, "not a Prometheus sample line: %r" % line
+        name = m.group(1)
+        base = re.sub(r"_(sum|count|bucket)$", "", name)
+        assert name in typed or base in typed, "sample before its TYPE: %r" % line
+        if typed.get(name) == "counter":
+            assert name.endswith("_total"), "counter without _total: %s" % name
+        values[line.rsplit(" ", 1)[0]] = float(m.group(3))
+    key = [k for k in values if k.startswith("softaff_vm_bursting{") and bursting.name in k]
+    assert key and values[key[0]] == 1, "metrics do not show %s bursting: %s" % (
+        bursting.name, key)
+    T.log("metrics file: %d samples, %d metric families, all valid" % (len(values), len(typed)))
+
+
 def main():
     T.require_vm()
     T.wait_host_quiet()
-    cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500)
+    prom = os.path.join(T.workdir(), "softaff.prom")
+    cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500,
+                               extra={"metrics": {"textfile": prom}})
     a = T.Guest("a", vcpus=2, metadata=T.softaff_metadata(preferred=0))
     b = T.Guest("b", vcpus=2, metadata=T.softaff_metadata(preferred=1))
     for g in (a, b):
@@ -66,6 +100,7 @@ def main():
     T.log("softaffctl status:\n" + text)
     assert max(len(l) for l in text.splitlines()) <= 80, "status is wider than 80 columns"
     shown = ctl("show", a.name, "--config", cfg).stdout
+    check_metrics(prom, a)
     assert "burst onto partition 1" in shown, "show lacks the burst decision:\n" + shown
 
     # set --preferred 1 --live: applied within one tick (a is idle, so it goes to its new home).

@@ -253,8 +253,12 @@ def test_broken_config_uses_defaults():
 def test_daemon_down_is_fast():
     if os.path.exists(SOCK):
         os.unlink(SOCK)
-    times = []
-    for _ in range(20):
+    times, base = [], []
+    for _ in range(15):
+        # The baseline: the same binary for an operation it ignores (process start and exit
+        # only; with sanitizers that is most of the time).
+        rc, _, _, secs = run_hook(["vm1", "reconnect", "begin", "-"], "")
+        base.append(secs)
         rc, out, err, secs = run_hook(["vm1", "prepare", "begin", "-"],
                                       domain_xml(affinity(preferred="1")))
         check(rc == 0 and out == "" and err == "", "%d %r %r" % (rc, out, err))
@@ -266,12 +270,13 @@ def test_daemon_down_is_fast():
     rc, out, err, secs = run_hook(["vm1", "started", "begin", "-"], domain_xml())
     os.unlink(SOCK)
     check(rc == 0 and err == "", "stale socket: %d %r" % (rc, err))
-    times.append(secs)
-    med = statistics.median(times)
-    print("# daemon down: hook run (process start to exit) median %.1f ms, max %.1f ms over %d"
-          % (med * 1000, max(times) * 1000, len(times)))
-    # Far below the notification timeout: nothing waits when nobody listens.
-    check(med < 0.08, "median %.3f s with the daemon down" % med)
+    check(secs < statistics.median(base) + 0.08, "stale socket: %.3f s" % secs)
+    med, med_base = statistics.median(times), statistics.median(base)
+    print("# daemon down: prepare median %.1f ms (max %.1f), an ignored operation %.1f ms: "
+          "+%.1f ms" % (med * 1000, max(times) * 1000, med_base * 1000, (med - med_base) * 1000))
+    # Nothing waits when nobody listens: well below the 100 ms notification timeout.
+    check(med - med_base < 0.04, "prepare with the daemon down takes %.1f ms more than an "
+          "ignored operation" % ((med - med_base) * 1000))
 
 
 def test_silent_daemon_times_out():

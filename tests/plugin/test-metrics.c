@@ -115,8 +115,8 @@ static bool is_name(const char *s, gsize len, bool colons)
         return false;
     for (gsize i = 0; i < len; i++) {
         char c = s[i];
-        bool ok = g_ascii_isalpha(c) || c == '_' || (colons && c == ':') ||
-                  (i > 0 && g_ascii_isdigit(c));
+        bool ok =
+            g_ascii_isalpha(c) || c == '_' || (colons && c == ':') || (i > 0 && g_ascii_isdigit(c));
         if (!ok)
             return false;
     }
@@ -415,28 +415,25 @@ static void test_format(void)
         g_autofree char *s = g_strdup_printf("softaff_partition_cpus{partition=\"%u\"}", p);
         g_assert_cmpfloat(sample(e, s), ==, 16);
     }
-    g_assert_cmpfloat(sample(e, "softaff_partition_busy_cpus{partition=\"1\",load=\"owners\"}"),
-                      ==, 3.5);
-    g_assert_cmpfloat(
-        sample(e, "softaff_partition_busy_cpus{partition=\"1\",load=\"visitors\"}"), ==, 0.25);
-    g_assert_cmpfloat(
-        sample(e, "softaff_partition_busy_cpus{partition=\"1\",load=\"unmanaged\"}"), ==, 1.0);
-    g_assert_cmpfloat(
-        sample(e, "softaff_partition_busy_cpus{partition=\"2\",load=\"visitors\"}"), ==, 2.0);
+    g_assert_cmpfloat(sample(e, "softaff_partition_busy_cpus{partition=\"1\",load=\"owners\"}"), ==,
+                      3.5);
+    g_assert_cmpfloat(sample(e, "softaff_partition_busy_cpus{partition=\"1\",load=\"visitors\"}"),
+                      ==, 0.25);
+    g_assert_cmpfloat(sample(e, "softaff_partition_busy_cpus{partition=\"1\",load=\"unmanaged\"}"),
+                      ==, 1.0);
+    g_assert_cmpfloat(sample(e, "softaff_partition_busy_cpus{partition=\"2\",load=\"visitors\"}"),
+                      ==, 2.0);
     g_assert_cmpfloat(sample(e, "softaff_partition_home_vcpus{partition=\"1\"}"), ==, 4);
     g_assert_cmpfloat(sample(e, "softaff_partition_home_vcpus{partition=\"0\"}"), ==, 0);
 
     /* The managed, bursting VM. */
 #define WEB "{domain=\"web\",uuid=\"11111111-2222-3333-4444-555555555555\""
-    g_assert_cmpfloat(sample(e, "softaff_vm_info" WEB ",status=\"managed\",mode=\"soft\"}"), ==,
-                      1);
+    g_assert_cmpfloat(sample(e, "softaff_vm_info" WEB ",status=\"managed\",mode=\"soft\"}"), ==, 1);
     g_assert_cmpfloat(sample(e, "softaff_vm_vcpus" WEB "}"), ==, 4);
     g_assert_cmpfloat(sample(e, "softaff_vm_home_partition" WEB "}"), ==, 1);
     g_assert_cmpfloat(sample(e, "softaff_vm_bursting" WEB "}"), ==, 1);
-    g_assert_cmpfloat(sample(e, "softaff_vm_state_seconds_total" WEB ",state=\"home\"}"), ==,
-                      90.5);
-    g_assert_cmpfloat(sample(e, "softaff_vm_state_seconds_total" WEB ",state=\"burst\"}"), ==,
-                      9.5);
+    g_assert_cmpfloat(sample(e, "softaff_vm_state_seconds_total" WEB ",state=\"home\"}"), ==, 90.5);
+    g_assert_cmpfloat(sample(e, "softaff_vm_state_seconds_total" WEB ",state=\"burst\"}"), ==, 9.5);
     g_assert_cmpfloat(sample(e, "softaff_vm_bursts_total" WEB "}"), ==, 3);
     g_assert_cmpfloat(sample(e, "softaff_vm_retreats_total" WEB "}"), ==, 2);
     g_assert_cmpfloat(sample(e, "softaff_vm_affinity_changes_total" WEB "}"), ==, 7);

@@ -6,7 +6,7 @@
 set -eu
 
 unit=$1
-softaffd=$2
+softaffd=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 if ! command -v systemd-analyze >/dev/null 2>&1; then
     echo "systemd-analyze not found: skipped"
     exit 77
