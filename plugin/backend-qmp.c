@@ -40,12 +40,15 @@
 #define RETRY_STALE_US (10 * G_USEC_PER_SEC)
 #define RETRY_BUSY_US (30 * G_USEC_PER_SEC)
 #define RETRY_ERROR_US (5 * G_USEC_PER_SEC)
+/* After a connection closed while QEMU seemed to run: wait this long before deciding. */
+#define LOST_GRACE_MS 300
 
 struct SaQmp {
     SaDaemon *d;
     GHashTable *conns;       /* socket path -> Conn* */
     GHashTable *retry_after; /* socket path -> gint64* monotonic time */
     GHashTable *assigned;    /* socket path -> home chosen for preferred=auto (GINT_TO_POINTER+1) */
+    GSList *lost;            /* LostConn*: closed connections waiting for a verdict */
     guint rescan_source;
     bool closing;
 };
@@ -117,9 +120,17 @@ static void mask_from_cpuset(CpuMask *m, const SaCpuSet *s)
         CPU_SET_S((size_t)c, m->size, m->set);
 }
 
+/* Running, and not a zombie (an exited process whose parent has not reaped it yet). */
 static bool process_alive(pid_t pid)
 {
-    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+    if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
+        return false;
+    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
+    g_autofree char *stat = NULL;
+    if (!g_file_get_contents(path, &stat, NULL, NULL))
+        return false;
+    const char *end = strrchr(stat, ')');
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
 }
 
 static void set_errno_error(GError **error, pid_t pid, pid_t tid, int err, const char *what)
@@ -558,8 +569,12 @@ static void on_event(SaQmpClient *client, const char *event, json_object *data, 
     Conn *c = user_data;
     if (g_str_equal(event, "SHUTDOWN")) {
         SaVm *vm = sa_daemon_lookup(c->q->d, c->key);
+        json_object *reason = NULL;
         if (vm)
-            g_info("%s: guest shut down; forgotten", vm->name);
+            g_info("%s: shut down (%s); forgotten", vm->name,
+                   data && json_object_object_get_ex(data, "reason", &reason)
+                       ? json_object_get_string(reason)
+                       : "SHUTDOWN event");
         c->shut_down = true;
         conn_forget(c, true);
     } else if (g_str_equal(event, "RESET") || g_str_equal(event, "RESUME")) {
@@ -573,28 +588,77 @@ static void on_event(SaQmpClient *client, const char *event, json_object *data, 
     }
 }
 
+/* A closed connection whose process looked alive: decided a moment later, since QEMU closes
+ * its sockets while it exits, before it becomes a zombie. */
+typedef struct {
+    SaQmp *q;
+    char *key;
+    char *path;
+    char *why;
+    pid_t pid;
+    guint source;
+} LostConn;
+
+static void lost_conn_free(gpointer p)
+{
+    LostConn *l = p;
+    if (l->source)
+        g_source_remove(l->source);
+    g_free(l->key);
+    g_free(l->path);
+    g_free(l->why);
+    g_free(l);
+}
+
+static gboolean judge_lost(gpointer data)
+{
+    LostConn *l = data;
+    SaQmp *q = l->q;
+    bool alive = process_alive(l->pid);
+    SaVm *vm = sa_daemon_lookup(q->d, l->key);
+    /* A new connection to the same socket may have registered the VM again meanwhile. */
+    if (vm && !g_hash_table_contains(q->conns, l->path)) {
+        if (alive)
+            g_warning("%s: QMP connection lost (%s); forgotten until it reconnects", vm->name,
+                      l->why);
+        else
+            g_info("%s: QEMU process %d exited; forgotten", vm->name, l->pid);
+        sa_daemon_remove(q->d, l->key, alive);
+    }
+    if (alive)
+        retry_later(q, l->path, RETRY_ERROR_US);
+    q->lost = g_slist_remove(q->lost, l);
+    l->source = 0;
+    lost_conn_free(l);
+    return G_SOURCE_REMOVE;
+}
+
 static void on_closed(SaQmpClient *client, const GError *error, gpointer user_data)
 {
     Conn *c = user_data;
     SaQmp *q = c->q;
     if (q->closing)
         return;
-    bool alive = process_alive(c->pid);
     SaVm *vm = sa_daemon_lookup(q->d, c->key);
-    if (vm && !alive)
-        g_info("%s: QEMU process %d exited; forgotten", vm->name, c->pid);
-    else if (vm)
-        g_warning("%s: QMP connection lost (%s); forgotten until it reconnects", vm->name,
-                  error->message);
-    else if (g_error_matches(error, SA_ERROR, SA_ERROR_TRANSIENT))
+    if (g_error_matches(error, SA_ERROR, SA_ERROR_TRANSIENT)) {
         g_info("%s: %s; trying again later", c->path, error->message);
-    else
-        g_debug("%s: %s", c->path, error->message);
-    conn_forget(c, alive);
-    if (g_error_matches(error, SA_ERROR, SA_ERROR_TRANSIENT))
         retry_later(q, c->path, RETRY_BUSY_US);
-    else if (alive)
-        retry_later(q, c->path, RETRY_ERROR_US);
+    } else if (!vm) {
+        g_debug("%s: %s", c->path, error->message);
+    }
+    if (vm && !process_alive(c->pid)) {
+        g_info("%s: QEMU process %d exited; forgotten", vm->name, c->pid);
+        conn_forget(c, false);
+    } else if (vm || process_alive(c->pid)) {
+        LostConn *l = g_new0(LostConn, 1);
+        l->q = q;
+        l->key = g_strdup(c->key);
+        l->path = g_strdup(c->path);
+        l->why = g_strdup(error->message);
+        l->pid = c->pid;
+        q->lost = g_slist_prepend(q->lost, l);
+        l->source = g_timeout_add(LOST_GRACE_MS, judge_lost, l);
+    }
     g_hash_table_remove(q->conns, c->path); /* frees c */
 }
 
@@ -742,6 +806,7 @@ void sa_qmp_free(SaQmp *q)
     g_hash_table_iter_init(&it, q->conns);
     while (g_hash_table_iter_next(&it, NULL, &value))
         conn_forget(value, false);
+    g_slist_free_full(q->lost, lost_conn_free);
     g_hash_table_unref(q->conns);
     g_hash_table_unref(q->retry_after);
     g_hash_table_unref(q->assigned);

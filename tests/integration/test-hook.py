@@ -78,8 +78,6 @@ def restore_hooks():
     _restore["done"] = True
     p = T.run_cmd(["bash", INSTALL, "--uninstall"], check=False)
     T.log("install-hook.sh --uninstall: %s%s" % (p.stdout.strip(), p.stderr.strip()))
-    if os.path.lexists(HOOK_PATH + ".off"):
-        os.unlink(HOOK_PATH + ".off")
     if _restore.get("backup"):
         shutil.move(_restore["backup"], HOOK_PATH)
         T.log("put the original %s back" % HOOK_PATH)
@@ -245,23 +243,38 @@ def check_real_daemon(cfg_path, sock):
         assert d.stop() == 0
 
 
-def time_starts(wrapper, n):
-    """virsh create of one small guest, alternately with and without the hook (daemon down)."""
-    off = HOOK_PATH + ".off"
+def time_starts(sock, n):
+    """virsh create of one small guest, alternately with and without the hook (daemon down).
+    Without = not executable: libvirt runs only the executables of qemu.d, and re-reads the
+    directory at every call."""
     g = T.Guest("time", vcpus=1, metadata=T.softaff_metadata(preferred=1))
     with_hook, without = [], []
-    for i in range(2 * n):
-        hooked = i % 2 == 0
-        if hooked and os.path.lexists(off):
-            os.rename(off, HOOK_PATH)
-        elif not hooked and os.path.lexists(HOOK_PATH):
-            os.rename(HOOK_PATH, off)  # libvirt re-reads qemu.d on every call
-        t0 = time.monotonic()
-        g.start(connect=False)
-        (with_hook if hooked else without).append(time.monotonic() - t0)
-        g.destroy()
-    if os.path.lexists(off):
-        os.rename(off, HOOK_PATH)
+    # First make sure "without" really runs no hook, and "with" does.
+    fake = FakeDaemon(sock)
+    try:
+        for mode in (0o644, 0o755):
+            os.chmod(HOOK_PATH, mode)
+            g.start(connect=False)
+            g.destroy()
+            T.wait_until(lambda: len(fake.events_for(g.name)) >= (4 if mode == 0o755 else 0),
+                         5, what="the hook's events")
+            time.sleep(0.2)
+            got = [e for _, e, _ in fake.events_for(g.name)]
+            assert got == ([] if mode == 0o644 else ["prepare", "started", "stopped", "release"]), \
+                "mode %o: events %r" % (mode, got)
+            fake.requests.clear()
+    finally:
+        fake.close()
+    try:
+        for i in range(2 * n):
+            hooked = i % 2 == 0
+            os.chmod(HOOK_PATH, 0o755 if hooked else 0o644)
+            t0 = time.monotonic()
+            g.start(connect=False)
+            (with_hook if hooked else without).append(time.monotonic() - t0)
+            g.destroy()
+    finally:
+        os.chmod(HOOK_PATH, 0o755)
     return with_hook, without
 
 
@@ -313,7 +326,7 @@ def main():
         T.log("host utilization before timing: %s" % T.format_utilization(
             T.cpu_utilization(1.0)))
         n = int(os.environ.get("SOFTAFF_HOOK_TIMING_RUNS", "10"))
-        with_hook, without = time_starts(wrapper, n)
+        with_hook, without = time_starts(sock, n)
         mw, mo = statistics.median(with_hook), statistics.median(without)
         T.log("virsh create, daemon down, %d runs each: with the hook median %.0f ms (min %.0f, "
               "max %.0f), without median %.0f ms (min %.0f, max %.0f): %+.0f ms" % (
