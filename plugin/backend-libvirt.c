@@ -193,6 +193,7 @@ static bool lv_write_assigned(SaDaemon *d, SaVm *vm, int home, GError **error)
 
 static const SaBackendOps libvirt_ops = {
     .name = "libvirt",
+    .threads_by_name = true,
     .apply = lv_apply,
     .restore = lv_restore,
     .write_assigned = lv_write_assigned,

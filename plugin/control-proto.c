@@ -54,8 +54,7 @@ static bool get_string(json_object *obj, const char *key, char **out, GError **e
     if (!json_object_object_get_ex(obj, key, &v))
         return true;
     if (!json_object_is_type(v, json_type_string)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request member \"%s\" must be a string",
-                    key);
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request member \"%s\" must be a string", key);
         return false;
     }
     const char *s = json_object_get_string(v);
@@ -141,13 +140,12 @@ SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **
                      ((g_str_equal(key, "uuid") || g_str_equal(key, "event")) &&
                       req->command == SA_CONTROL_VM_EVENT);
         if (!known) {
-            g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                        "command \"%s\" takes no member \"%.64s\"", command, key);
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" takes no member \"%.64s\"",
+                        command, key);
             goto out;
         }
     }
-    if ((req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT) &&
-        !req->domain) {
+    if ((req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT) && !req->domain) {
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" needs \"domain\"", command);
         goto out;
     }
@@ -159,8 +157,7 @@ SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **
         }
         if (!lookup_name(event_names, G_N_ELEMENTS(event_names), event, &e)) {
             g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                        "unknown event \"%s\" (known: prepare, started, stopped, release)",
-                        event);
+                        "unknown event \"%s\" (known: prepare, started, stopped, release)", event);
             goto out;
         }
         req->event = (SaVmEvent)e;
@@ -185,8 +182,8 @@ char *sa_control_request_format(const SaControlRequest *req)
             json_object_object_add(o, "uuid", json_object_new_string(req->uuid));
     }
     char *line = g_strdup_printf(
-        "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        "%s\n",
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
     return line;
 }

@@ -71,14 +71,12 @@ static json_object *vm_json(SaDaemon *d, SaVm *vm)
     json_object_object_add(o, "state", json_object_new_string(state));
     json_object_object_add(o, "reason",
                            vm->status_reason ? json_object_new_string(vm->status_reason) : NULL);
-    json_object_object_add(o, "mode",
-                           json_object_new_string(sa_mode_to_string(vm->metadata.mode)));
+    json_object_object_add(o, "mode", json_object_new_string(sa_mode_to_string(vm->metadata.mode)));
     json_object_object_add(o, "preferred",
-                           vm->metadata.preferred >= 0
-                               ? json_object_new_int(vm->metadata.preferred)
-                               : json_object_new_string("auto"));
-    int softness = vm->metadata.softness >= 0 ? vm->metadata.softness
-                                              : (int)d->cfg->policy.softness;
+                           vm->metadata.preferred >= 0 ? json_object_new_int(vm->metadata.preferred)
+                                                       : json_object_new_string("auto"));
+    int softness =
+        vm->metadata.softness >= 0 ? vm->metadata.softness : (int)d->cfg->policy.softness;
     json_object_object_add(o, "softness", json_object_new_int(softness));
     json_object_object_add(o, "home",
                            managed && st->home >= 0 ? json_object_new_int(st->home) : NULL);
@@ -92,18 +90,16 @@ static json_object *vm_json(SaDaemon *d, SaVm *vm)
                               json_object_new_int((int)g_array_index(st->visited, guint, i)));
     json_object_object_add(o, "visiting", visited);
     json_object_object_add(o, "home_share",
-                           vm->run_ns_total
-                               ? json_object_new_double((double)vm->run_ns_home /
-                                                        (double)vm->run_ns_total)
-                               : NULL);
+                           vm->run_ns_total ? json_object_new_double((double)vm->run_ns_home /
+                                                                     (double)vm->run_ns_total)
+                                            : NULL);
     json_object_object_add(o, "bursts", json_object_new_uint64(st->bursts));
     json_object_object_add(o, "retreats", json_object_new_uint64(st->retreats));
     json_object_object_add(o, "changes", json_object_new_uint64(st->changes));
     json_object_object_add(o, "run_delay_cpus", json_object_new_double(vm->run_delay_now));
     json_object_object_add(o, "run_delay_seconds_total",
                            json_object_new_double(vm->delay_ns_total / 1e9));
-    json_object_object_add(o, "run_seconds_total",
-                           json_object_new_double(vm->run_ns_total / 1e9));
+    json_object_object_add(o, "run_seconds_total", json_object_new_double(vm->run_ns_total / 1e9));
     json_object_object_add(o, "seconds_home", json_object_new_double(vm->seconds_home));
     json_object_object_add(o, "seconds_burst", json_object_new_double(vm->seconds_burst));
     json_object_object_add(o, "pid", vm->pid > 0 ? json_object_new_int(vm->pid) : NULL);
@@ -139,8 +135,8 @@ static GPtrArray *sorted_vms(SaDaemon *d)
 static char *to_line(json_object *o)
 {
     char *line = g_strdup_printf(
-        "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+        "%s\n",
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
     return line;
 }
@@ -407,8 +403,8 @@ SaControl *sa_control_new(SaDaemon *d, const char *path, SaControlActionFunc act
     if (probe >= 0 && connect(probe, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
         close(probe);
         close(fd);
-        g_set_error(error, SA_ERROR, SA_ERROR_IO,
-                    "another softaffd is already listening on %s", path);
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "another softaffd is already listening on %s",
+                    path);
         return NULL;
     }
     if (probe >= 0)

@@ -125,8 +125,7 @@ static json_object *request(const char *path, const SaControlRequest *req, GErro
 static int failure(const GError *error)
 {
     fprintf(stderr, "softaffctl: %s\n", error->message);
-    return g_error_matches(error, SA_ERROR, SA_ERROR_NOT_FOUND) ? SA_CTL_NO_DAEMON
-                                                                 : SA_CTL_FAILED;
+    return g_error_matches(error, SA_ERROR, SA_ERROR_NOT_FOUND) ? SA_CTL_NO_DAEMON : SA_CTL_FAILED;
 }
 
 static const char *str(json_object *o, const char *key)
@@ -166,8 +165,8 @@ static const char *fit(const char *name, char *buf, gsize width)
 
 static void print_vm_table(json_object *vms)
 {
-    printf("%-14s %-9s %-6s %4s %5s %-8s %5s %6s %8s %5s\n", "VM", "STATE", "MODE", "HOME",
-           "VCPUS", "RUNS ON", "HOME%", "BURSTS", "RETREATS", "DELAY");
+    printf("%-14s %-9s %-6s %4s %5s %-8s %5s %6s %8s %5s\n", "VM", "STATE", "MODE", "HOME", "VCPUS",
+           "RUNS ON", "HOME%", "BURSTS", "RETREATS", "DELAY");
     for (size_t i = 0; vms && i < json_object_array_length(vms); i++) {
         json_object *vm = json_object_array_get_idx(vms, i);
         char share[16] = "-";
@@ -205,7 +204,8 @@ static void print_partition_table(json_object *parts)
         join_names(member(p, "visitor_vms"), visitors, sizeof(visitors));
         /* 80 columns: the names get what the numbers leave, cut with a '+'. */
         char hb[16], vb[16];
-        g_autofree char *who = g_strdup_printf("%s / %s", fit(homes, hb, 12), fit(visitors, vb, 12));
+        g_autofree char *who =
+            g_strdup_printf("%s / %s", fit(homes, hb, 12), fit(visitors, vb, 12));
         if (strlen(who) > 25)
             strcpy(who + 24, "+");
         printf("%-9s %-11.11s %4.0f%% %6.2f %8.2f %9.2f  %s\n", str(p, "id"), str(p, "cpus"),
@@ -248,8 +248,8 @@ int sa_ctl_status(int argc, char **argv)
 {
     DaemonOptions o = {0};
     GOptionContext *ctx = NULL;
-    int rc = parse_daemon_command(&argc, &argv, "- every VM and partition, from softaffd", &o,
-                                  &ctx, true);
+    int rc = parse_daemon_command(&argc, &argv, "- every VM and partition, from softaffd", &o, &ctx,
+                                  true);
     if (rc == SA_CTL_OK && argc > 1)
         rc = sa_ctl_usage_error(ctx, "status: unexpected argument '%s'", argv[1]);
     if (rc == SA_CTL_OK) {
@@ -279,8 +279,8 @@ int sa_ctl_show(int argc, char **argv)
     int rc = parse_daemon_command(&argc, &argv, "DOMAIN - one VM and its recent decisions", &o,
                                   &ctx, true);
     if (rc == SA_CTL_OK && argc != 2)
-        rc = sa_ctl_usage_error(ctx, argc < 2 ? "show: which DOMAIN?"
-                                              : "show: unexpected argument '%s'",
+        rc = sa_ctl_usage_error(ctx,
+                                argc < 2 ? "show: which DOMAIN?" : "show: unexpected argument '%s'",
                                 argc < 2 ? "" : argv[2]);
     if (rc == SA_CTL_OK) {
         g_autoptr(GError) error = NULL;
@@ -347,8 +347,7 @@ static void draw_top(json_object *reply, bool clear)
         char homes[256], visitors[256];
         join_names(member(p, "home_vms"), homes, sizeof(homes));
         join_names(member(p, "visitor_vms"), visitors, sizeof(visitors));
-        printf("P%-3s CPUs %-12.12s [%s] %3.0f%%\n", str(p, "id"), str(p, "cpus"), bar,
-               100 * util);
+        printf("P%-3s CPUs %-12.12s [%s] %3.0f%%\n", str(p, "id"), str(p, "cpus"), bar, 100 * util);
         printf("     owners %-24.24s visitors %-.30s\n", homes, visitors);
     }
     printf("\n");
@@ -378,8 +377,9 @@ int sa_ctl_top(int argc, char **argv)
         goto out;
     }
     if (argc > 1 || interval_ms < 0 || interval_ms > 60000 || iterations < 0) {
-        rc = sa_ctl_usage_error(ctx, argc > 1 ? "top: unexpected argument '%s'"
-                                              : "top: --interval-ms 0-60000, --iterations >= 0%s",
+        rc = sa_ctl_usage_error(ctx,
+                                argc > 1 ? "top: unexpected argument '%s'"
+                                         : "top: --interval-ms 0-60000, --iterations >= 0%s",
                                 argc > 1 ? argv[1] : "");
         goto out;
     }
@@ -399,7 +399,8 @@ int sa_ctl_top(int argc, char **argv)
             goto out;
         }
         draw_top(reply, tty);
-        int wait = interval_ms ? interval_ms : (int)num(member(reply, "daemon"), "interval_ms", 500);
+        int wait =
+            interval_ms ? interval_ms : (int)num(member(reply, "daemon"), "interval_ms", 500);
         json_object_put(reply);
         if (iterations && n + 1 >= iterations)
             break;

@@ -79,8 +79,8 @@ int sa_ctl_set(int argc, char **argv)
         goto out;
     }
     if (argc != 2) {
-        rc = sa_ctl_usage_error(ctx, argc < 2 ? "set: which DOMAIN?%s"
-                                              : "set: unexpected argument '%s'",
+        rc = sa_ctl_usage_error(ctx,
+                                argc < 2 ? "set: which DOMAIN?%s" : "set: unexpected argument '%s'",
                                 argc < 2 ? "" : argv[2]);
         goto out;
     }
@@ -132,8 +132,7 @@ int sa_ctl_set(int argc, char **argv)
     if (!dom)
         dom = virDomainLookupByUUIDString(conn, argv[1]);
     if (!dom) {
-        fprintf(stderr, "softaffctl: no domain named '%s' on %s\n", argv[1],
-                uri ? uri : cfg->uri);
+        fprintf(stderr, "softaffctl: no domain named '%s' on %s\n", argv[1], uri ? uri : cfg->uri);
         rc = SA_CTL_FAILED;
         goto out;
     }

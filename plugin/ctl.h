@@ -12,9 +12,9 @@ G_BEGIN_DECLS
 /* Exit codes a script can rely on. */
 enum {
     SA_CTL_OK = 0,
-    SA_CTL_FAILED = 1,      /* the command ran and failed */
-    SA_CTL_USAGE = 2,       /* wrong command line */
-    SA_CTL_NO_DAEMON = 3,   /* softaffd is not reachable on its socket */
+    SA_CTL_FAILED = 1,    /* the command ran and failed */
+    SA_CTL_USAGE = 2,     /* wrong command line */
+    SA_CTL_NO_DAEMON = 3, /* softaffd is not reachable on its socket */
 };
 
 int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...) G_GNUC_PRINTF(2, 3);

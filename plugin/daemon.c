@@ -291,6 +291,8 @@ static void sample_host(SaDaemon *d)
 static bool sample_vm(SaVm *vm)
 {
     if (vm->threads_stale || vm->vcpu_threads->len != vm->n_vcpus) {
+        if (!vm->ops->threads_by_name)
+            return false; /* the backend refreshes them */
         g_autoptr(GError) error = NULL;
         if (!sa_vm_scan_threads(vm, &error)) {
             g_debug("%s: %s", vm->name, error->message);

@@ -22,7 +22,7 @@ typedef struct {
     gint64 wall_us; /* g_get_real_time() */
     SaVmState state;
     int home;
-    char *vcpus;    /* cpulist given to the vCPUs */
+    char *vcpus; /* cpulist given to the vCPUs */
     char *reason;
 } SaDecision;
 
@@ -31,6 +31,9 @@ typedef struct {
 /* What a backend does for the core. */
 typedef struct {
     const char *name;
+    /* The core finds the vCPU threads by their names ("CPU N/KVM"); otherwise the backend
+     * fills vm->vcpu_threads itself and clears threads_stale (QMP: query-cpus-fast). */
+    bool threads_by_name;
     /* Give the vCPU threads vcpus and the emulator/I/O threads emulator; read before write.
      * SA_ERROR_GONE: the VM went away; SA_ERROR_TRANSIENT: try again next tick. */
     bool (*apply)(SaDaemon *d, SaVm *vm, const SaCpuSet *vcpus, const SaCpuSet *emulator,
@@ -82,11 +85,11 @@ struct SaVm {
     gint64 managed_since_us; /* g_get_real_time() when it became managed */
     double seconds_home;     /* wall time in state home / burst */
     double seconds_burst;
-    guint64 run_ns_total;    /* vCPU run time seen ... */
-    guint64 run_ns_home;     /* ... and the part on CPUs of its home partition */
-    guint64 delay_ns_total;  /* vCPU run delay seen */
-    double run_delay_now;    /* run delay in the last interval, in CPUs (delay / interval) */
-    GQueue *decisions;       /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
+    guint64 run_ns_total;   /* vCPU run time seen ... */
+    guint64 run_ns_home;    /* ... and the part on CPUs of its home partition */
+    guint64 delay_ns_total; /* vCPU run delay seen */
+    double run_delay_now;   /* run delay in the last interval, in CPUs (delay / interval) */
+    GQueue *decisions;      /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
 };
 
 struct SaDaemon {
@@ -98,7 +101,7 @@ struct SaDaemon {
     double *cpu_busy; /* by CPU number */
     guint n_cpu_busy;
     gint64 last_sample_us;
-    GHashTable *vms; /* key -> SaVm* */
+    GHashTable *vms;         /* key -> SaVm* */
     SaPartitionUsage *usage; /* per partition index, from the last tick */
     guint64 ticks;
     gint64 started_us;       /* g_get_real_time() at start */

@@ -37,8 +37,8 @@ typedef enum {
 
 typedef struct {
     SaControlCommand command;
-    char *domain;   /* show, vm-event */
-    char *uuid;     /* vm-event (optional) */
+    char *domain; /* show, vm-event */
+    char *uuid;   /* vm-event (optional) */
     SaVmEvent event;
 } SaControlRequest;
 

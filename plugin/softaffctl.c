@@ -56,8 +56,8 @@ static GOptionEntry *common_entries(CommonOptions *o)
 
 void sa_ctl_print_json(json_object *o)
 {
-    printf("%s\n",
-           json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                         JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...)
