@@ -370,6 +370,7 @@ static bool rec_write_assigned(SaDaemon *d, SaVm *vm, int home, GError **error)
 
 static const SaBackendOps recording_ops = {
     .name = "bench-recorder",
+    .threads_by_name = true, /* as libvirt's: the core finds "CPU n/KVM" */
     .apply = rec_apply,
     .restore = rec_restore,
     .write_assigned = rec_write_assigned,
@@ -410,7 +411,7 @@ typedef struct {
     double daemon_ms;   /* the daemon's own last_tick_cpu_ms, median */
     double first_ms;    /* tick 0: finds the vCPU threads, opens their files */
     guint64 changes, bursts, retreats, bursting, applies, assigned;
-    long rss_before, rss_after;
+    long rss_before, rss_after, anon_before, anon_after;
 } TickResult;
 
 static bool run_scenario(const char *what, double hot, guint ticks, guint warmup, guint interval_ms,
@@ -438,6 +439,7 @@ static bool run_scenario(const char *what, double hot, guint ticks, guint warmup
     }
 
     r->rss_before = rss_kib("VmRSS:");
+    r->anon_before = rss_kib("RssAnon:");
     SaConfig *cfg = sa_config_new_default();
     cfg->layout = SA_LAYOUT_NODE;
     cfg->interval_ms = interval_ms;
@@ -546,6 +548,7 @@ static bool run_scenario(const char *what, double hot, guint ticks, guint warmup
         r->bursting += vm->pvm.st.state == SA_STATE_BURST;
     }
     r->rss_after = rss_kib("VmRSS:");
+    r->anon_after = rss_kib("RssAnon:");
     if (managed != bench.n_vms)
         fprintf(stderr, "bench-tick: only %u of %u VMs were sampled (open files limit?)\n", managed,
                 bench.n_vms);
@@ -567,8 +570,8 @@ static bool run_scenario(const char *what, double hot, guint ticks, guint warmup
            " retreats, %" G_GUINT64_FORMAT " VMs bursting at the end\n",
            r->applies, r->applies / (double)bench.n_vms / (ticks * interval_ms / 10000.0),
            r->assigned, r->changes, r->bursts, r->retreats, r->bursting);
-    printf("  RSS %ld KiB before the daemon, %ld KiB after the ticks\n", r->rss_before,
-           r->rss_after);
+    printf("  RSS %ld KiB before the daemon, %ld KiB after the ticks (RssAnon %ld -> %ld KiB)\n",
+           r->rss_before, r->rss_after, r->anon_before, r->anon_after);
 
     sa_daemon_free(d);
     for (guint i = 0; i < bench.n_vms; i++)

@@ -2,7 +2,7 @@
 """softaff with many real VMs: start tiny guests in waves and churn them while softaffd runs.
 
     SOFTAFF_BUILD_DIR=build python3 bench/run-churn.py [--guests 40] [--wave 5] [--cycles 4]
-                                                      [--churn 5] [--memory 64] [--out DIR]
+                                                      [--churn 5] [--memory 80] [--out DIR]
 
 softaffd runs with layout custom "0;1" and manage=all (manage=explicit, with softaff metadata on
 the bench guests, when other VMs run on the host: a shared machine's other guests are left
@@ -35,12 +35,29 @@ def proc_cpu_seconds(pid):
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_kib(pid):
+def rss_kib(pid, key="VmRSS"):
+    """VmRSS (or RssAnon: the daemon's own heap and stacks, without mapped files) in KiB."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return None
+
+
+def run_ns(pid):
+    """CPU time of every thread of a process, in ns (schedstat: finer than utime/stime)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+def mem(pid):
+    return {"rss_kib": rss_kib(pid), "anon_kib": rss_kib(pid, "RssAnon")}
 
 
 class Churn:
@@ -104,6 +121,7 @@ class Churn:
                "managed": len(managed & want), "missing": missing, "stale": stale,
                "settle_s": round(time.monotonic() - t0, 2), "ticks": st["daemon"]["ticks"],
                "rss_kib": rss_kib(self.daemon.proc.pid),
+               "anon_kib": rss_kib(self.daemon.proc.pid, "RssAnon"),
                "cpu_s": proc_cpu_seconds(self.daemon.proc.pid)}
         self.checks.append(rec)
         T.log("check %s: %d running, %d expected, %d managed, missing %s, stale %s, RSS %d KiB"
@@ -112,14 +130,17 @@ class Churn:
         return rec
 
     def cpu_per_tick(self, seconds, what):
+        pid = self.daemon.proc.pid
         st0 = self.ctl_status()["daemon"]["ticks"]
-        c0 = proc_cpu_seconds(self.daemon.proc.pid)
+        c0, n0, t0 = proc_cpu_seconds(pid), run_ns(pid), time.monotonic()
         time.sleep(seconds)
         st1 = self.ctl_status()["daemon"]["ticks"]
-        c1 = proc_cpu_seconds(self.daemon.proc.pid)
+        c1, n1, t1 = proc_cpu_seconds(pid), run_ns(pid), time.monotonic()
         ticks = st1 - st0
-        rec = {"what": what, "guests": len(self.live), "seconds": seconds, "ticks": ticks,
-               "cpu_ms_per_tick": 1000 * (c1 - c0) / ticks if ticks else None,
+        rec = {"what": what, "guests": len(self.live), "seconds": t1 - t0, "ticks": ticks,
+               "cpu_ms_per_tick": (n1 - n0) / 1e6 / ticks if ticks else None,
+               "utime_stime_ms_per_tick": 1000 * (c1 - c0) / ticks if ticks else None,
+               "ms_between_ticks": 1000 * (t1 - t0) / ticks if ticks else None,
                "tick_cpu_ms_reported": self.ctl_status()["daemon"].get("tick_cpu_ms")}
         self.samples.append(rec)
         T.log("daemon CPU %s: %s" % (what, rec))
@@ -145,7 +166,7 @@ class Churn:
                                log_path=os.path.join(args.out, "softaffd-churn.log"))
         self.daemon.start(require_socket=True)
         time.sleep(2)
-        rss_start = rss_kib(self.daemon.proc.pid)
+        rss_start = mem(self.daemon.proc.pid)
         self.cpu_per_tick(args.measure, "no guests")
         t0 = time.monotonic()
         while len(self.live) < args.guests:
@@ -154,11 +175,11 @@ class Churn:
             self.check("wave up to %d guests" % len(self.live))
         boot_s = time.monotonic() - t0
         time.sleep(5)
-        rss_full = rss_kib(self.daemon.proc.pid)
+        rss_full = mem(self.daemon.proc.pid)
         idle = self.cpu_per_tick(args.measure, "%d idle guests" % len(self.live))
         rng = random.Random(1)
         t_churn = time.monotonic()
-        c_churn = proc_cpu_seconds(self.daemon.proc.pid)
+        c_churn = run_ns(self.daemon.proc.pid)
         k_churn = self.ctl_status()["daemon"]["ticks"]
         for cycle in range(args.cycles):
             gone = rng.sample(self.live, min(args.churn, len(self.live)))
@@ -167,15 +188,15 @@ class Churn:
             self.check("churn cycle %d" % (cycle + 1))
         churn_ticks = self.ctl_status()["daemon"]["ticks"] - k_churn
         churn = {"seconds": time.monotonic() - t_churn, "ticks": churn_ticks,
-                 "cpu_ms_per_tick": 1000 * (proc_cpu_seconds(self.daemon.proc.pid) - c_churn)
+                 "cpu_ms_per_tick": (run_ns(self.daemon.proc.pid) - c_churn) / 1e6
                  / max(churn_ticks, 1)}
         time.sleep(5)
-        rss_after_churn = rss_kib(self.daemon.proc.pid)
+        rss_after_churn = mem(self.daemon.proc.pid)
         self.cpu_per_tick(args.measure, "%d idle guests after the churn" % len(self.live))
         self.destroy(list(self.live))
         self.check("all destroyed")
         time.sleep(2)
-        rss_end = rss_kib(self.daemon.proc.pid)
+        rss_end = mem(self.daemon.proc.pid)
         self.daemon.check_alive()
         rc = self.daemon.stop()
         result = {"guests": args.guests, "vcpus": args.vcpus, "memory_mib": args.memory,
@@ -192,13 +213,16 @@ class Churn:
                                         len(self.checks), len(bad), self.manage))
         print("boot of the waves: %.0f s" % boot_s)
         for s in self.samples:
-            print("daemon CPU, %s: %.3f ms per tick (%d ticks); the daemon's own last tick: "
-                  "%.3f ms" % (s["what"], s["cpu_ms_per_tick"] or 0, s["ticks"],
-                               s["tick_cpu_ms_reported"] or 0))
+            print("daemon CPU, %s: %.3f ms per tick (%d ticks, one every %.0f ms); the daemon's own "
+                  "last tick: %.3f ms" % (s["what"], s["cpu_ms_per_tick"] or 0, s["ticks"],
+                                          s["ms_between_ticks"] or 0,
+                                          s["tick_cpu_ms_reported"] or 0))
         print("daemon CPU during the churn: %.3f ms per tick (%d ticks, %.0f s)" % (
             churn["cpu_ms_per_tick"], churn["ticks"], churn["seconds"]))
-        print("daemon RSS: %d KiB at start, %d with %d guests, %d after the churn, %d at the end"
-              % (rss_start, rss_full, args.guests, rss_after_churn, rss_end))
+        for key, title in (("rss_kib", "RSS"), ("anon_kib", "RssAnon")):
+            print("daemon %s: %d KiB at start, %d with %d guests, %d after the churn, %d at the end"
+                  % (title, rss_start[key], rss_full[key], args.guests, rss_after_churn[key],
+                     rss_end[key]))
         if bad:
             raise AssertionError("missed or stale VMs: %s" % bad)
 
@@ -207,7 +231,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--guests", type=int, default=40)
     p.add_argument("--vcpus", type=int, default=1)
-    p.add_argument("--memory", type=int, default=64, help="MiB per guest")
+    p.add_argument("--memory", type=int, default=80,
+                   help="MiB per guest (the test guest does not boot with 64)")
     p.add_argument("--wave", type=int, default=5)
     p.add_argument("--cycles", type=int, default=4)
     p.add_argument("--churn", type=int, default=5, help="guests replaced per cycle")
