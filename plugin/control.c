@@ -112,26 +112,6 @@ static json_object *vm_json(SaDaemon *d, SaVm *vm)
     return o;
 }
 
-static gint compare_names(gconstpointer a, gconstpointer b)
-{
-    const SaVm *va = *(SaVm *const *)a;
-    const SaVm *vb = *(SaVm *const *)b;
-    int c = g_strcmp0(va->name, vb->name);
-    return c ? c : g_strcmp0(va->key, vb->key);
-}
-
-static GPtrArray *sorted_vms(SaDaemon *d)
-{
-    GPtrArray *vms = g_ptr_array_new();
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, d->vms);
-    while (g_hash_table_iter_next(&it, NULL, &value))
-        g_ptr_array_add(vms, value);
-    g_ptr_array_sort(vms, compare_names);
-    return vms;
-}
-
 static char *to_line(json_object *o)
 {
     char *line = g_strdup_printf(
@@ -156,7 +136,7 @@ char *sa_control_status_json(SaDaemon *d)
     json_object_object_add(daemon, "tick_cpu_ms", json_object_new_double(d->last_tick_cpu_ms));
     json_object_object_add(root, "daemon", daemon);
 
-    g_autoptr(GPtrArray) vms = sorted_vms(d);
+    g_autoptr(GPtrArray) vms = sa_daemon_sorted_vms(d);
     json_object *jvms = json_object_new_array();
     for (guint i = 0; i < vms->len; i++)
         json_object_array_add(jvms, vm_json(d, g_ptr_array_index(vms, i)));

@@ -413,6 +413,20 @@ static gint compare_vm_names(gconstpointer a, gconstpointer b)
     return c ? c : g_strcmp0(va->key, vb->key);
 }
 
+GPtrArray *sa_daemon_sorted_vms(const SaDaemon *d)
+{
+    GPtrArray *vms = g_ptr_array_new();
+    GHashTableIter it;
+    gpointer value;
+    if (d->vms) {
+        g_hash_table_iter_init(&it, d->vms);
+        while (g_hash_table_iter_next(&it, NULL, &value))
+            g_ptr_array_add(vms, value);
+    }
+    g_ptr_array_sort(vms, compare_vm_names);
+    return vms;
+}
+
 void sa_daemon_tick(SaDaemon *d)
 {
     gint64 cpu_start = g_get_monotonic_time();
@@ -425,13 +439,12 @@ void sa_daemon_tick(SaDaemon *d)
     d->ticks++;
     sample_host(d);
 
+    /* A stable order keeps the policy deterministic (homes chosen in one tick). */
+    g_autoptr(GPtrArray) all = sa_daemon_sorted_vms(d);
     g_autoptr(GPtrArray) managed = g_ptr_array_new();
     g_autoptr(GPtrArray) pvms = g_ptr_array_new();
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, d->vms);
-    while (g_hash_table_iter_next(&it, NULL, &value)) {
-        SaVm *vm = value;
+    for (guint k = 0; k < all->len; k++) {
+        SaVm *vm = g_ptr_array_index(all, k);
         if (vm->status != SA_VM_MANAGED)
             continue;
         bool have_interval = sample_vm(vm);
@@ -446,8 +459,6 @@ void sa_daemon_tick(SaDaemon *d)
         vm->pvm.vcpu_samples = have_interval ? &g_array_index(vm->deltas, SaVcpuSample, 0) : NULL;
         g_ptr_array_add(managed, vm);
     }
-    /* A stable order keeps the policy deterministic (homes chosen in one tick). */
-    g_ptr_array_sort(managed, compare_vm_names);
     for (guint i = 0; i < managed->len; i++)
         g_ptr_array_add(pvms, &((SaVm *)g_ptr_array_index(managed, i))->pvm);
 

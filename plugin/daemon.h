@@ -115,6 +115,8 @@ void sa_daemon_free(SaDaemon *d);
 void sa_daemon_reload(SaDaemon *d, SaConfig *cfg, SaTopology *topo);
 
 SaVm *sa_daemon_lookup(SaDaemon *d, const char *key);
+/* Every VM, ordered by name then key (a stable order for the policy, status and metrics). */
+GPtrArray *sa_daemon_sorted_vms(const SaDaemon *d);
 /* Adds a VM (takes ownership) or returns the existing one with this key. */
 SaVm *sa_daemon_add(SaDaemon *d, SaVm *vm);
 /* Forgets a VM; restore: put its pinning back first (when it still runs). */

@@ -95,28 +95,6 @@ static void sample_uint(GString *out, const char *name, const Label *labels, gui
     g_string_append_printf(out, " %" G_GUINT64_FORMAT "\n", value);
 }
 
-static int compare_vms(gconstpointer a, gconstpointer b)
-{
-    const SaVm *x = *(const SaVm *const *)a;
-    const SaVm *y = *(const SaVm *const *)b;
-    int c = g_strcmp0(x->name, y->name);
-    return c != 0 ? c : g_strcmp0(x->key, y->key);
-}
-
-static GPtrArray *sorted_vms(const SaDaemon *d)
-{
-    GPtrArray *vms = g_ptr_array_new();
-    if (d->vms) {
-        GHashTableIter it;
-        gpointer value;
-        g_hash_table_iter_init(&it, d->vms);
-        while (g_hash_table_iter_next(&it, NULL, &value))
-            g_ptr_array_add(vms, value);
-    }
-    g_ptr_array_sort(vms, compare_vms);
-    return vms;
-}
-
 static bool vm_has_home(const SaVm *vm)
 {
     return vm->status == SA_VM_MANAGED && vm->pvm.st.placed && vm->pvm.st.home >= 0;
@@ -322,7 +300,7 @@ char *sa_metrics_format(const SaDaemon *d)
 {
     g_return_val_if_fail(d != NULL, NULL);
     GString *out = g_string_sized_new(4096);
-    g_autoptr(GPtrArray) vms = sorted_vms(d);
+    g_autoptr(GPtrArray) vms = sa_daemon_sorted_vms(d);
     format_daemon(out, d, vms);
     format_partitions(out, d);
     format_vms(out, vms);
