@@ -238,7 +238,10 @@ class Bench:
                 run_home = sum(r[4] for r in s.runs
                                if r[1] == lb and w0 <= r[0] <= t1 and r[3] in HOME[lb])
                 delay = sum(r[5] for r in s.runs if r[1] == lb and w0 <= r[0] <= t1)
-                nchg = len({round(c[0], 2) for c in s.changes if c[1] == lb and w0 <= c[0] <= t1})
+                # One change of the VM: its vCPUs' affinity changes seen within 100 ms (libvirt
+                # re-pins the vCPUs one after the other).
+                times = sorted(c[0] for c in s.changes if c[1] == lb and w0 <= c[0] <= t1)
+                nchg = sum(1 for k, t in enumerate(times) if k == 0 or t - times[k - 1] > 0.1)
                 ph[lb] = {
                     "work": g.work_between(w0 + 1.0, t1),
                     "home_share": run_home / run_tot if run_tot else None,
@@ -285,6 +288,16 @@ class Bench:
             out["host"] = {"seconds": dt, "busy_cpus": busy / dt, "qemu_cpus": qemu / dt,
                            "daemon_cpus": (c1[3] - c0[3]) / dt, "sampler_cpus": (c1[4] - c0[4]) / dt,
                            "other_cpus": (busy - qemu - (c1[3] - c0[3]) - (c1[4] - c0[4])) / dt}
+            # Per second: host CPU used outside the two guests, softaffd and this script.
+            series = []
+            for p, q in zip(s.cpu, s.cpu[1:]):
+                d = q[0] - p[0]
+                if d <= 0:
+                    continue
+                outside = ((q[1] - p[1]) - sum((q[2][lb] or 0) - (p[2][lb] or 0) for lb in guests)
+                           - (q[3] - p[3]) - (q[4] - p[4]))
+                series.append((round(q[0] - t_start, 2), round(outside / d, 3)))
+            out["host_outside_per_second"] = series
         out["summary"] = {
             "A_alone_work_A": out["phases"]["A alone"][0]["A"]["work"],
             "both_home_A": out["phases"]["both busy"][0]["A"]["home_share"],
@@ -376,11 +389,14 @@ class Bench:
             [ratio(r, "A alone", "A") for r in by[c]], scale=100))
         row("B alone: B throughput / none, %", lambda c: rng(
             [ratio(r, "B alone", "B") for r in by[c]], scale=100))
+        def both_ratio(r):
+            n = none.get(r["round"])
+            vals = [ph(x, "both busy", lb, "work") for x in (r, n) if x for lb in ("A", "B")]
+            if len(vals) < 4 or None in vals or not vals[2] + vals[3]:
+                return None
+            return (vals[0] + vals[1]) / (vals[2] + vals[3])
         row("both busy: A+B throughput / none, %", lambda c: rng(
-            [(ph(r, "both busy", "A", "work") + ph(r, "both busy", "B", "work")) /
-             (ph(none[r["round"]], "both busy", "A", "work") +
-              ph(none[r["round"]], "both busy", "B", "work"))
-             for r in by[c] if r["round"] in none], scale=100))
+            [both_ratio(r) for r in by[c]], scale=100))
         row("both busy: home share A, %", lambda c: rng(
             [ph(r, "both busy", "A", "home_share") for r in by[c]], "%.2f", 100))
         row("both busy: home share B, %", lambda c: rng(
@@ -418,6 +434,12 @@ class Bench:
             return f
         row("reaction, retreat p50 / p95", react("retreat"))
         row("reaction, burst p50 / p95", react("burst"))
+
+        def within(c):
+            rs = [x for r in by[c] for x in r["reactions"] if x["kind"] == "burst"]
+            fast = [x for x in rs if x["ms"] is not None and x["ms"] <= 2 * TICK_MS]
+            return "%d of %d" % (len(fast), len(rs)) if rs else "–"
+        row("bursts within 2 ticks (the others: back-off after repeated retreats)", within)
         row("host CPU outside the guests, CPUs", lambda c: rng(
             [r.get("host", {}).get("other_cpus") for r in by[c]], "%.2f"))
         row("softaffd CPU, % of one CPU", lambda c: rng(
@@ -466,7 +488,8 @@ def parse_args():
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--phase", type=float, default=10.0, help="seconds per steady phase")
+    p.add_argument("--phase", type=float, default=10.0,
+                   help="seconds per steady phase (the first 2 s are not measured; >= 5)")
     p.add_argument("--step", type=float, default=5.0, help="seconds per step segment")
     p.add_argument("--steps", type=int, default=4, help="A alone / both busy cycles")
     p.add_argument("--configs", default="", help="comma-separated subset of " + ",".join(CONFIGS))
