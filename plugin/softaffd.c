@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -208,6 +209,12 @@ int main(int argc, char **argv)
         opt_use_syslog = TRUE;
     }
 
+    /* Two /proc files stay open per vCPU thread: take every descriptor the hard limit allows. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     virSetErrorFunc(NULL, quiet_libvirt_errors);
     if (virEventRegisterDefaultImpl() < 0) {
         g_critical("cannot register libvirt's event loop");

@@ -450,7 +450,10 @@ static void account(Tick *t, SaPolicyVm *const *vms)
         if (t->visitors[p] > 0 && t->unmanaged[p] >= t->margin[p])
             hidden = t->unmanaged[p] * MIN(1.0, t->visitor_wait[p] / t->visitors[p]);
         t->owner_demand[p] = t->owners[p] + t->unmanaged[p] + hidden + t->owner_wait[p];
-        t->visitors_now[p] = t->visitors[p];
+        /* Visitors cannot have run more than the partition was busy: when several of a VM's
+         * vCPUs were last seen here, their whole interval is charged here, and without the cap
+         * the owners' share would look negative and force a retreat on any owner noise. */
+        t->visitors_now[p] = MIN(t->visitors[p], t->busy[p]);
     }
 }
 

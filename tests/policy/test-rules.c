@@ -242,9 +242,53 @@ static void test_homes_in_one_tick(void)
     }
 }
 
+/* Both vCPUs of a bursting VM last seen on the visited 1-CPU partition: their whole interval is
+ * charged there (2 CPUs of run on 1 CPU). That is no reason for a retreat while the owner idles. */
+static void test_visitors_seen_on_one_cpu(void)
+{
+    g_autoptr(SaTopology) topo = sim_topology_uniform(2, 1, NULL);
+    SaPolicyVm a, b;
+    SaPolicyVm *vms[2] = {&a, &b};
+    sa_policy_vm_init(&a);
+    sa_policy_vm_init(&b);
+    a.name = "a";
+    b.name = "b";
+    a.preferred = 0;
+    b.preferred = 1;
+    a.n_vcpus = b.n_vcpus = 2;
+    a.allowed = b.allowed = topo->online;
+    double busy[2] = {1.0, 0.02};
+    SaPolicyHost host = {
+        .topo = topo, .cpu_busy = busy, .n_cpu_busy = 2, .interval_ns = 500000000, .now_ms = 0};
+    SaPolicyConfig cfg;
+    sa_policy_config_init(&cfg);
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    /* A waits at home (two busy vCPUs on one CPU), B idles: A bursts. */
+    SaVcpuSample sa_[2] = {{250000000, 250000000, 0}, {250000000, 250000000, 0}};
+    SaVcpuSample sb[2] = {{5000000, 0, 1}, {5000000, 0, 1}};
+    a.vcpu_samples = sa_;
+    b.vcpu_samples = sb;
+    host.now_ms += 500;
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    g_assert_cmpint(a.st.state, ==, SA_STATE_BURST);
+    /* Next intervals: each vCPU ran on its own CPU, but both were last seen on CPU 1. */
+    for (guint k = 0; k < 6; k++) {
+        SaVcpuSample seen[2] = {{500000000, 0, 1}, {500000000, 0, 1}};
+        a.vcpu_samples = seen;
+        busy[0] = busy[1] = 1.0;
+        host.now_ms += 500;
+        sa_policy_tick(&cfg, &host, vms, 2, NULL);
+        g_assert_cmpint(a.st.state, ==, SA_STATE_BURST);
+        g_assert_false(a.changed);
+    }
+    sa_policy_vm_clear(&a);
+    sa_policy_vm_clear(&b);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/policy/visitors-seen-on-one-cpu", test_visitors_seen_on_one_cpu);
     g_test_add_func("/policy/threshold", test_threshold);
     g_test_add_func("/policy/strings", test_strings);
     g_test_add_func("/policy/softness-compared", test_softness_compared);
