@@ -59,6 +59,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaThreadSampler, sa_thread_sampler_free)
 /* SA_ERROR_GONE when the thread has exited. */
 bool sa_thread_sampler_read(SaThreadSampler *t, SaThreadSample *out, GError **error);
 
+/* Run time and run delay only (schedstat): half the reads, for threads whose CPU is known. */
+bool sa_thread_sampler_read_times(SaThreadSampler *t, guint64 *run_ns, guint64 *delay_ns,
+                                  GError **error);
+
 /* The thread id the sampler reads. */
 pid_t sa_thread_sampler_tid(const SaThreadSampler *t);
 

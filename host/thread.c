@@ -223,6 +223,19 @@ static bool reread(SaThreadSampler *t, int fd, const char *path, GError **error)
     return true;
 }
 
+bool sa_thread_sampler_read_times(SaThreadSampler *t, guint64 *run_ns, guint64 *delay_ns,
+                                  GError **error)
+{
+    g_return_val_if_fail(t != NULL, false);
+    if (!reread(t, t->schedstat_fd, t->schedstat_path, error))
+        return false;
+    if (!sa_schedstat_parse(read_buf, run_ns, delay_ns, error)) {
+        g_prefix_error(error, "%s: ", t->schedstat_path);
+        return false;
+    }
+    return true;
+}
+
 bool sa_thread_sampler_read(SaThreadSampler *t, SaThreadSample *out, GError **error)
 {
     g_return_val_if_fail(t != NULL && out != NULL, false);

@@ -288,7 +288,22 @@ static void sample_host(SaDaemon *d)
 }
 
 /* Reads every vCPU thread of vm; fills vm->deltas. Returns false when there is no interval yet. */
-static bool sample_vm(SaVm *vm)
+/* A VM whose vCPUs may run only at home needs no last CPU per vCPU: the policy counts a vCPU of
+ * unknown CPU at home, which is where it ran. Skipping /proc/.../stat halves the reads. */
+static bool needs_last_cpu(const SaDaemon *d, const SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    if (d->dry_run || !st->placed || !st->vcpus || st->home < 0 || !vm->touched ||
+        vm->apply_pending)
+        return true;
+    int idx = sa_topology_find_partition(d->topo, (guint)st->home);
+    if (idx < 0)
+        return true;
+    const SaPartition *home = g_ptr_array_index(d->topo->partitions, idx);
+    return !sa_cpuset_is_subset(st->vcpus, home->cpus);
+}
+
+static bool sample_vm(const SaDaemon *d, SaVm *vm)
 {
     if (vm->threads_stale || vm->vcpu_threads->len != vm->n_vcpus) {
         if (!vm->ops->threads_by_name)
@@ -301,13 +316,16 @@ static bool sample_vm(SaVm *vm)
         }
     }
     bool have_prev = vm->have_prev;
+    bool full = needs_last_cpu(d, vm);
     for (guint i = 0; i < vm->n_vcpus; i++) {
         SaThreadSampler *t = g_ptr_array_index(vm->vcpu_threads, i);
         SaThreadSample *prev = &g_array_index(vm->prev_samples, SaThreadSample, i);
         SaVcpuSample *delta = &g_array_index(vm->deltas, SaVcpuSample, i);
-        SaThreadSample cur = {0};
+        SaThreadSample cur = {.last_cpu = -1};
         g_autoptr(GError) error = NULL;
-        if (!t || !sa_thread_sampler_read(t, &cur, &error)) {
+        bool ok = t && (full ? sa_thread_sampler_read(t, &cur, &error)
+                             : sa_thread_sampler_read_times(t, &cur.run_ns, &cur.delay_ns, &error));
+        if (!ok) {
             /* A vCPU thread went away (unplug, VM stopping): rescan next tick. */
             vm->threads_stale = true;
             delta->run_ns = delta->delay_ns = 0;
@@ -447,7 +465,7 @@ void sa_daemon_tick(SaDaemon *d)
         SaVm *vm = g_ptr_array_index(all, k);
         if (vm->status != SA_VM_MANAGED)
             continue;
-        bool have_interval = sample_vm(vm);
+        bool have_interval = sample_vm(d, vm);
         vm->pvm.name = vm->name;
         vm->pvm.mode = vm->metadata.mode;
         vm->pvm.preferred = vm->metadata.preferred;

@@ -463,6 +463,12 @@ static void test_thread_fixture(void)
     memset(&sample, 0, sizeof(sample));
     g_assert_true(sa_thread_sampler_read(t, &sample, &error));
     g_assert_cmpint(sample.last_cpu, ==, 3);
+    /* Run time and delay alone: the same counters, from schedstat only. */
+    guint64 run = 0, delay = 0;
+    g_assert_true(sa_thread_sampler_read_times(t, &run, &delay, &error));
+    g_assert_no_error(error);
+    g_assert_cmpuint(run, ==, G_GUINT64_CONSTANT(987654321012));
+    g_assert_cmpuint(delay, ==, 123456789);
     g_clear_pointer(&t, sa_thread_sampler_free);
 
     t = sa_thread_sampler_new(4242, 4244, &error);
