@@ -415,8 +415,9 @@ static void account_vm(SaDaemon *d, SaVm *vm, guint64 interval_ns)
         const SaVcpuSample *s = &vm->pvm.vcpu_samples[i];
         vm->run_ns_total += s->run_ns;
         delay += s->delay_ns;
-        if (home >= 0 && s->last_cpu >= 0 &&
-            sa_topology_partition_of_cpu(d->topo, (guint)s->last_cpu) == home)
+        /* No last CPU: it was not read because the vCPU may only run at home. */
+        if (home >= 0 &&
+            (s->last_cpu < 0 || sa_topology_partition_of_cpu(d->topo, (guint)s->last_cpu) == home))
             vm->run_ns_home += s->run_ns;
     }
     vm->delay_ns_total += delay;

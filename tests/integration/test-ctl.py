@@ -93,6 +93,9 @@ def main():
             "%s: status tids %s, /proc %s" % (g.name, v["vcpu_tids"], tids)
         assert v["backend"] == "libvirt"
     assert vms[a.name]["state"] == "burst" and vms[b.name]["state"] == "home", vms
+    # B never left home: all of its vCPU time was there.
+    assert vms[b.name]["home_share"] is not None and vms[b.name]["home_share"] > 0.99, \
+        "B's home share %r" % vms[b.name]["home_share"]
     assert vms[a.name]["bursts"] >= 1
     parts = {p["id"]: p for p in st["partitions"]}
     assert a.name in parts[1]["visitor_vms"] and a.name in parts[0]["home_vms"], parts
