@@ -448,10 +448,8 @@ GPtrArray *sa_daemon_sorted_vms(const SaDaemon *d)
 
 void sa_daemon_tick(SaDaemon *d)
 {
-    gint64 cpu_start = g_get_monotonic_time();
     struct timespec ts0;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts0);
-    (void)cpu_start;
     gint64 now = g_get_monotonic_time();
     guint64 interval_ns = (guint64)MAX(now - d->last_sample_us, 1) * 1000;
     d->last_sample_us = now;
