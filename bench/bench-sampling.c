@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "sa-paths.h"
 #include "sa-sampler.h"
 

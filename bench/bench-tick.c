@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "sa-config.h"
 #include "sa-policy.h"
 #include "sa-sampler.h"

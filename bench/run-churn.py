@@ -71,7 +71,7 @@ class Churn:
         self.samples = []
 
     def ctl_status(self):
-        exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "plugin", "softaffctl")
+        exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "ctl", "softaffctl")
         p = T.run_cmd([exe, "status", "--json", "--socket", self.sock], timeout=30)
         return json.loads(p.stdout)
 

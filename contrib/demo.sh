@@ -9,7 +9,7 @@ builddir=${BUILDDIR:-build}
 [ -f "$builddir/build.ninja" ] || meson setup "$builddir"
 ninja -C "$builddir"
 echo
-"$builddir/plugin/softaffctl" partitions
+"$builddir/ctl/softaffctl" partitions
 echo
 case "$builddir" in /*) ;; *) builddir="$top/$builddir" ;; esac
 SOFTAFF_BUILD_DIR="$builddir" python3 "$top/contrib/demo.py"

@@ -16,7 +16,7 @@ Typical use in a test script:
     T.run(main)          # skip (77) / fail (1) / pass (0); always cleans up
 
 Environment:
-  SOFTAFF_BUILD_DIR    meson build root; softaffd is $SOFTAFF_BUILD_DIR/plugin/softaffd
+  SOFTAFF_BUILD_DIR    meson build root; softaffd is $SOFTAFF_BUILD_DIR/softaffd
   SOFTAFF_REQUIRE_VM=1 fail instead of skipping when libvirt/QEMU cannot be used
   SOFTAFF_CACHE        guest kernel/initramfs cache (default /var/cache/softaff-test)
   SOFTAFF_TEST_URI     libvirt URI (default qemu:///system)
@@ -900,7 +900,7 @@ def softaffd_path():
     build = os.environ.get("SOFTAFF_BUILD_DIR")
     if not build:
         raise AssertionError("SOFTAFF_BUILD_DIR is not set (meson build root)")
-    return os.path.join(build, "plugin", "softaffd")
+    return os.path.join(build, "softaffd")
 
 
 def write_config(path=None, interval_ms=500, socket_path=None, layout="custom", custom="0;1",

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "sa-error.h"
 #include "sa-metrics.h"
 

@@ -14,8 +14,8 @@
 
 #include "backend-libvirt.h"
 #include "backend-qmp.h"
-#include "control.h"
-#include "daemon.h"
+#include "control-server.h"
+#include "core.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
 

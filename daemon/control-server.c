@@ -1,7 +1,7 @@
 /* softaffd — the control socket: one JSON request per connection, one JSON reply. */
 #define G_LOG_DOMAIN "softaffd"
 
-#include "control.h"
+#include "control-server.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* softaffd — the tick: sample the host and the managed VMs, run the policy, apply changes. */
 #define G_LOG_DOMAIN "softaffd"
 
-#include "daemon.h"
+#include "core.h"
 
 #include <errno.h>
 #include <stdio.h>

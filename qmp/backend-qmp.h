@@ -4,7 +4,7 @@
 
 #include <glib.h>
 
-#include "daemon.h"
+#include "core.h"
 
 G_BEGIN_DECLS
 
