@@ -20,9 +20,15 @@
 #define DWELL_MS_MAX 600000
 #define MAX_HOLDOFF_MS_MAX 3600000
 #define METRICS_EVERY_MAX 1000000
+#define DEFAULT_COMMAND_TIMEOUT_MS 2000
+#define COMMAND_TIMEOUT_MS_MIN 100
+#define COMMAND_TIMEOUT_MS_MAX 60000
+#define DEFAULT_STOP_TIMEOUT_MS 5000
+#define STOP_TIMEOUT_MS_MAX 60000
 
 /* Every group and key the file may have. */
-static const char *const daemon_keys[] = {"interval_ms", "uri", "socket", "backend", NULL};
+static const char *const daemon_keys[] = {
+    "interval_ms", "uri", "socket", "backend", "command_timeout_ms", "stop_timeout_ms", NULL};
 static const char *const partitions_keys[] = {"layout", "custom", NULL};
 static const char *const policy_keys[] = {"softness",  "manage",         "dwell_ms",
                                           "smoothing", "max_holdoff_ms", NULL};
@@ -91,6 +97,8 @@ SaConfig *sa_config_new_default(void)
 
     cfg->path = NULL;
     cfg->interval_ms = DEFAULT_INTERVAL_MS;
+    cfg->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
+    cfg->stop_timeout_ms = DEFAULT_STOP_TIMEOUT_MS;
     cfg->uri = g_strdup(DEFAULT_URI);
     cfg->socket = g_strdup(SA_DEFAULT_SOCKET);
     cfg->backend = SA_BACKEND_LIBVIRT;
@@ -289,6 +297,16 @@ static bool check_groups_and_keys(const Loader *l, GError **error)
     return true;
 }
 
+/* How long a command to one VM's hypervisor may take before the VM is shown stalled, and how
+ * long the restore at shutdown may take in all. */
+static bool load_daemon_timeouts(const Loader *l, SaConfig *cfg, GError **error)
+{
+    return get_uint(l, "daemon", "command_timeout_ms", COMMAND_TIMEOUT_MS_MIN,
+                    COMMAND_TIMEOUT_MS_MAX, &cfg->command_timeout_ms, NULL, error) &&
+           get_uint(l, "daemon", "stop_timeout_ms", 0, STOP_TIMEOUT_MS_MAX, &cfg->stop_timeout_ms,
+                    NULL, error);
+}
+
 static bool load_daemon(const Loader *l, SaConfig *cfg, GError **error)
 {
     static const char *const backends[] = {"libvirt", "qmp", "both", NULL};
@@ -330,7 +348,7 @@ static bool load_daemon(const Loader *l, SaConfig *cfg, GError **error)
         return false;
     if (backend >= 0)
         cfg->backend = backend_values[backend];
-    return true;
+    return load_daemon_timeouts(l, cfg, error);
 }
 
 /* custom: ';'-separated cpulists, none empty, none overlapping. Stored canonically. */

@@ -33,10 +33,12 @@ typedef struct {
 typedef struct {
     char *path; /* the file read, NULL when only defaults */
     /* [daemon] */
-    guint interval_ms; /* 500; 50..60000 */
-    char *uri;         /* qemu:///system */
-    char *socket;      /* /run/softaff/softaffd.sock */
-    SaBackend backend; /* libvirt */
+    guint interval_ms;        /* 500; 50..60000 */
+    char *uri;                /* qemu:///system */
+    char *socket;             /* /run/softaff/softaffd.sock */
+    SaBackend backend;        /* libvirt */
+    guint command_timeout_ms; /* 2000; 100..60000: a VM whose command takes longer is stalled */
+    guint stop_timeout_ms;    /* 5000; 0..60000: the restore at shutdown waits this long at most */
     /* [partitions] */
     SaLayout layout; /* node */
     char *custom;    /* "0-15;16-31" (layout=custom), NULL otherwise */

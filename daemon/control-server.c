@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "sa-config-defs.h"
+#include "core-private.h"
 #include "sa-error.h"
 
 #define CLIENT_TIMEOUT_MS 2000
@@ -31,7 +31,7 @@ typedef struct {
 } Client;
 
 struct SaControl {
-    SaDaemon *d;
+    SaCore *core;
     char *path;
     int fd;
     guint watch;
@@ -40,78 +40,6 @@ struct SaControl {
     gpointer action_data;
 };
 
-static json_object *json_cpuset(const SaCpuSet *set)
-{
-    if (!set)
-        return NULL;
-    g_autofree char *text = sa_cpuset_format(set);
-    return json_object_new_string(text);
-}
-
-static json_object *json_time(gint64 wall_us)
-{
-    g_autoptr(GDateTime) t = g_date_time_new_from_unix_utc(wall_us / G_USEC_PER_SEC);
-    if (!t)
-        return NULL;
-    g_autofree char *s = g_date_time_format_iso8601(t);
-    return json_object_new_string(s);
-}
-
-static json_object *vm_json(SaDaemon *d, SaVm *vm)
-{
-    const SaVmPolicyState *st = &vm->pvm.st;
-    json_object *o = json_object_new_object();
-    bool managed = vm->status == SA_VM_MANAGED;
-    json_object_object_add(o, "name", json_object_new_string(vm->name));
-    json_object_object_add(o, "uuid", json_object_new_string(vm->key));
-    json_object_object_add(o, "backend", json_object_new_string(vm->ops->name));
-    const char *state = sa_vm_status_to_string(vm->status);
-    if (managed && st->placed)
-        state = sa_vm_state_to_string(st->state);
-    json_object_object_add(o, "state", json_object_new_string(state));
-    json_object_object_add(o, "reason",
-                           vm->status_reason ? json_object_new_string(vm->status_reason) : NULL);
-    json_object_object_add(o, "mode", json_object_new_string(sa_mode_to_string(vm->metadata.mode)));
-    json_object_object_add(o, "preferred",
-                           vm->metadata.preferred >= 0 ? json_object_new_int(vm->metadata.preferred)
-                                                       : json_object_new_string("auto"));
-    int softness =
-        vm->metadata.softness >= 0 ? vm->metadata.softness : (int)d->cfg->policy.softness;
-    json_object_object_add(o, "softness", json_object_new_int(softness));
-    json_object_object_add(o, "home",
-                           managed && st->home >= 0 ? json_object_new_int(st->home) : NULL);
-    json_object_object_add(o, "vcpu_count", json_object_new_int((int)vm->n_vcpus));
-    json_object_object_add(o, "allowed", json_cpuset(vm->allowed));
-    json_object_object_add(o, "vcpus", managed ? json_cpuset(st->vcpus) : NULL);
-    json_object_object_add(o, "emulator", managed ? json_cpuset(st->emulator) : NULL);
-    json_object *visited = json_object_new_array();
-    for (guint i = 0; managed && st->visited && i < st->visited->len; i++)
-        json_object_array_add(visited,
-                              json_object_new_int((int)g_array_index(st->visited, guint, i)));
-    json_object_object_add(o, "visiting", visited);
-    json_object_object_add(o, "home_share",
-                           vm->run_ns_total ? json_object_new_double((double)vm->run_ns_home /
-                                                                     (double)vm->run_ns_total)
-                                            : NULL);
-    json_object_object_add(o, "bursts", json_object_new_uint64(st->bursts));
-    json_object_object_add(o, "retreats", json_object_new_uint64(st->retreats));
-    json_object_object_add(o, "changes", json_object_new_uint64(st->changes));
-    json_object_object_add(o, "run_delay_cpus", json_object_new_double(vm->run_delay_now));
-    json_object_object_add(o, "run_delay_seconds_total",
-                           json_object_new_double(vm->delay_ns_total / 1e9));
-    json_object_object_add(o, "run_seconds_total", json_object_new_double(vm->run_ns_total / 1e9));
-    json_object_object_add(o, "seconds_home", json_object_new_double(vm->seconds_home));
-    json_object_object_add(o, "seconds_burst", json_object_new_double(vm->seconds_burst));
-    json_object_object_add(o, "pid", vm->pid > 0 ? json_object_new_int(vm->pid) : NULL);
-    json_object *threads = json_object_new_array();
-    for (guint i = 0; i < vm->vcpu_threads->len; i++) {
-        SaThreadSampler *t = g_ptr_array_index(vm->vcpu_threads, i);
-        json_object_array_add(threads, t ? json_object_new_int(sa_thread_sampler_tid(t)) : NULL);
-    }
-    json_object_object_add(o, "vcpu_tids", threads);
-    return o;
-}
-
 static char *to_line(json_object *o)
 {
     char *line = g_strdup_printf(
@@ -119,106 +47,6 @@ static char *to_line(json_object *o)
         json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
     return line;
-}
-
-char *sa_control_status_json(SaDaemon *d)
-{
-    json_object *root = json_object_new_object();
-    json_object_object_add(root, "ok", json_object_new_boolean(1));
-    json_object *daemon = json_object_new_object();
-    json_object_object_add(daemon, "version", json_object_new_string(SA_VERSION));
-    json_object_object_add(daemon, "started", json_time(d->started_us));
-    json_object_object_add(daemon, "ticks", json_object_new_uint64(d->ticks));
-    json_object_object_add(daemon, "interval_ms", json_object_new_int((int)d->cfg->interval_ms));
-    json_object_object_add(daemon, "layout",
-                           json_object_new_string(sa_layout_to_string(d->topo->layout)));
-    json_object_object_add(daemon, "dry_run", json_object_new_boolean(d->dry_run));
-    json_object_object_add(daemon, "tick_cpu_ms", json_object_new_double(d->last_tick_cpu_ms));
-    json_object_object_add(root, "daemon", daemon);
-
-    g_autoptr(GPtrArray) vms = sa_daemon_sorted_vms(d);
-    json_object *jvms = json_object_new_array();
-    for (guint i = 0; i < vms->len; i++)
-        json_object_array_add(jvms, vm_json(d, g_ptr_array_index(vms, i)));
-    json_object_object_add(root, "vms", jvms);
-
-    json_object *parts = json_object_new_array();
-    for (guint p = 0; p < d->topo->partitions->len; p++) {
-        const SaPartition *part = g_ptr_array_index(d->topo->partitions, p);
-        const SaPartitionUsage *u = &d->usage[p];
-        guint ncpu = sa_cpuset_count(part->cpus);
-        json_object *jp = json_object_new_object();
-        json_object_object_add(jp, "id", json_object_new_int((int)part->id));
-        json_object_object_add(jp, "cpus", json_cpuset(part->cpus));
-        json_object_object_add(jp, "cpu_count", json_object_new_int((int)ncpu));
-        json_object_object_add(jp, "owners", json_object_new_double(u->owners));
-        json_object_object_add(jp, "visitors", json_object_new_double(u->visitors));
-        json_object_object_add(jp, "unmanaged", json_object_new_double(u->unmanaged));
-        json_object_object_add(
-            jp, "utilization",
-            json_object_new_double(ncpu ? (u->owners + u->visitors + u->unmanaged) / ncpu : 0));
-        json_object_object_add(jp, "owner_vcpus", json_object_new_int((int)u->owner_vcpus));
-        json_object *homes = json_object_new_array();
-        json_object *visitors = json_object_new_array();
-        for (guint i = 0; i < vms->len; i++) {
-            SaVm *vm = g_ptr_array_index(vms, i);
-            const SaVmPolicyState *st = &vm->pvm.st;
-            if (vm->status != SA_VM_MANAGED || !st->placed)
-                continue;
-            if (st->home == (int)part->id)
-                json_object_array_add(homes, json_object_new_string(vm->name));
-            for (guint k = 0; st->visited && k < st->visited->len; k++)
-                if (g_array_index(st->visited, guint, k) == part->id)
-                    json_object_array_add(visitors, json_object_new_string(vm->name));
-        }
-        json_object_object_add(jp, "home_vms", homes);
-        json_object_object_add(jp, "visitor_vms", visitors);
-        json_object_array_add(parts, jp);
-    }
-    json_object_object_add(root, "partitions", parts);
-    return to_line(root);
-}
-
-static SaVm *find_vm(SaDaemon *d, const char *domain)
-{
-    SaVm *vm = sa_daemon_lookup(d, domain);
-    if (vm)
-        return vm;
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, d->vms);
-    while (g_hash_table_iter_next(&it, NULL, &value))
-        if (g_strcmp0(((SaVm *)value)->name, domain) == 0)
-            return value;
-    return NULL;
-}
-
-char *sa_control_show_json(SaDaemon *d, const char *domain, GError **error)
-{
-    SaVm *vm = find_vm(d, domain);
-    if (!vm) {
-        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
-                    "no running VM named \"%s\" is known to softaffd", domain);
-        return NULL;
-    }
-    json_object *root = json_object_new_object();
-    json_object_object_add(root, "ok", json_object_new_boolean(1));
-    json_object *o = vm_json(d, vm);
-    json_object *decisions = json_object_new_array();
-    for (GList *l = vm->decisions->head; l; l = l->next) {
-        const SaDecision *dec = l->data;
-        json_object *jd = json_object_new_object();
-        json_object_object_add(jd, "time", json_time(dec->wall_us));
-        json_object_object_add(jd, "state",
-                               json_object_new_string(sa_vm_state_to_string(dec->state)));
-        json_object_object_add(jd, "home", json_object_new_int(dec->home));
-        json_object_object_add(jd, "vcpus", json_object_new_string(dec->vcpus));
-        json_object_object_add(jd, "reason", json_object_new_string(dec->reason));
-        json_object_array_add(decisions, jd);
-    }
-    json_object_object_add(o, "decisions", decisions);
-    json_object_object_add(root, "vm", o);
-    return to_line(root);
 }
 
 static char *error_reply(const char *message)
@@ -274,9 +102,9 @@ static char *handle(SaControl *ctl, Client *c)
     }
     switch (req->command) {
     case SA_CONTROL_STATUS:
-        return sa_control_status_json(ctl->d);
+        return sa_core_status_json(ctl->core);
     case SA_CONTROL_SHOW: {
-        char *reply = sa_control_show_json(ctl->d, req->domain, &error);
+        char *reply = sa_core_show_json(ctl->core, req->domain, &error);
         return reply ? reply : error_reply(error->message);
     }
     case SA_CONTROL_VM_EVENT:
@@ -359,7 +187,7 @@ static gboolean accept_cb(int fd, GIOCondition cond, gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-SaControl *sa_control_new(SaDaemon *d, const char *path, SaControlActionFunc action,
+SaControl *sa_control_new(SaCore *core, const char *path, SaControlActionFunc action,
                           gpointer user_data, GError **error)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -401,7 +229,7 @@ SaControl *sa_control_new(SaDaemon *d, const char *path, SaControlActionFunc act
     }
     chmod(path, 0666);
     SaControl *ctl = g_new0(SaControl, 1);
-    ctl->d = d;
+    ctl->core = core;
     ctl->path = g_strdup(path);
     ctl->fd = fd;
     ctl->action = action;

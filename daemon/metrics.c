@@ -100,7 +100,7 @@ static bool vm_has_home(const SaVm *vm)
     return vm->status == SA_VM_MANAGED && vm->pvm.st.placed && vm->pvm.st.home >= 0;
 }
 
-static void format_daemon(GString *out, const SaDaemon *d, const GPtrArray *vms)
+static void format_daemon(GString *out, const SaCore *d, const GPtrArray *vms)
 {
     const Label version[] = {{"version", SA_VERSION}};
     family(out, "softaff_build_info", GAUGE, "softaffd version, always 1.");
@@ -130,7 +130,7 @@ static void format_daemon(GString *out, const SaDaemon *d, const GPtrArray *vms)
     }
 }
 
-static void format_partitions(GString *out, const SaDaemon *d)
+static void format_partitions(GString *out, const SaCore *d)
 {
     if (!d->topo || !d->topo->partitions || d->topo->partitions->len == 0)
         return;
@@ -182,6 +182,7 @@ typedef enum {
     VM_VCPUS,
     VM_HOME,
     VM_BURSTING,
+    VM_STALLED,
     VM_BURSTS,
     VM_RETREATS,
     VM_CHANGES,
@@ -199,6 +200,9 @@ static const struct {
     [VM_HOME] = {"softaff_vm_home_partition", GAUGE, "Id of the VM's home partition."},
     [VM_BURSTING] = {"softaff_vm_bursting", GAUGE,
                      "1 while the VM may run outside its home partition, else 0."},
+    [VM_STALLED] = {"softaff_vm_stalled", GAUGE,
+                    "1 while a command to the managed VM's hypervisor is past its deadline or its "
+                    "QEMU process is stopped (softaffd skips it), else 0."},
     [VM_BURSTS] = {"softaff_vm_bursts_total", COUNTER,
                    "Partitions the VM burst onto (bursts and widenings)."},
     [VM_RETREATS] = {"softaff_vm_retreats_total", COUNTER,
@@ -222,6 +226,8 @@ static void format_vm_metric(GString *out, const GPtrArray *vms, VmMetric m)
         const SaVmPolicyState *st = &vm->pvm.st;
         if ((m == VM_HOME || m == VM_BURSTING) && !vm_has_home(vm))
             continue;
+        if (m == VM_STALLED && vm->status != SA_VM_MANAGED)
+            continue;
         if (!header) {
             family(out, name, vm_metrics[m].type, vm_metrics[m].help);
             header = true;
@@ -230,7 +236,7 @@ static void format_vm_metric(GString *out, const GPtrArray *vms, VmMetric m)
         const guint n = G_N_ELEMENTS(l);
         switch (m) {
         case VM_VCPUS:
-            sample_uint(out, name, l, n, vm->n_vcpus);
+            sample_uint(out, name, l, n, vm->facts->n_vcpus);
             break;
         case VM_HOME:
             sample_uint(out, name, l, n, (guint64)st->home);
@@ -238,23 +244,26 @@ static void format_vm_metric(GString *out, const GPtrArray *vms, VmMetric m)
         case VM_BURSTING:
             sample_uint(out, name, l, n, st->state == SA_STATE_BURST);
             break;
+        case VM_STALLED:
+            sample_uint(out, name, l, n, sa_vm_is_stalled(vm));
+            break;
         case VM_BURSTS:
-            sample_uint(out, name, l, n, st->bursts);
+            sample_uint(out, name, l, n, vm->stats.bursts);
             break;
         case VM_RETREATS:
-            sample_uint(out, name, l, n, st->retreats);
+            sample_uint(out, name, l, n, vm->stats.retreats);
             break;
         case VM_CHANGES:
-            sample_uint(out, name, l, n, st->changes);
+            sample_uint(out, name, l, n, vm->stats.changes);
             break;
         case VM_RUN:
-            sample_double(out, name, l, n, (double)vm->run_ns_total / 1e9);
+            sample_double(out, name, l, n, (double)vm->stats.run_ns_total / 1e9);
             break;
         case VM_RUN_HOME:
-            sample_double(out, name, l, n, (double)vm->run_ns_home / 1e9);
+            sample_double(out, name, l, n, (double)vm->stats.run_ns_home / 1e9);
             break;
         case VM_DELAY:
-            sample_double(out, name, l, n, (double)vm->delay_ns_total / 1e9);
+            sample_double(out, name, l, n, (double)vm->stats.delay_ns_total / 1e9);
             break;
         }
     }
@@ -272,13 +281,14 @@ static void format_vms(GString *out, const GPtrArray *vms)
         const Label l[] = {{"domain", vm->name},
                            {"uuid", vm->key},
                            {"status", sa_vm_status_to_string(vm->status)},
-                           {"mode", sa_mode_to_string(vm->metadata.mode)}};
+                           {"mode", sa_mode_to_string(vm->settings.mode)}};
         sample_uint(out, "softaff_vm_info", l, G_N_ELEMENTS(l), 1);
     }
 
     format_vm_metric(out, vms, VM_VCPUS);
     format_vm_metric(out, vms, VM_HOME);
     format_vm_metric(out, vms, VM_BURSTING);
+    format_vm_metric(out, vms, VM_STALLED);
 
     family(out, "softaff_vm_state_seconds_total", COUNTER,
            "Wall time the managed VM spent at home and bursting.");
@@ -287,20 +297,20 @@ static void format_vms(GString *out, const GPtrArray *vms)
         const Label home[] = {{"domain", vm->name}, {"uuid", vm->key}, {"state", "home"}};
         const Label burst[] = {{"domain", vm->name}, {"uuid", vm->key}, {"state", "burst"}};
         sample_double(out, "softaff_vm_state_seconds_total", home, G_N_ELEMENTS(home),
-                      vm->seconds_home);
+                      vm->stats.seconds_home);
         sample_double(out, "softaff_vm_state_seconds_total", burst, G_N_ELEMENTS(burst),
-                      vm->seconds_burst);
+                      vm->stats.seconds_burst);
     }
 
     for (VmMetric m = VM_BURSTS; m <= VM_DELAY; m++)
         format_vm_metric(out, vms, m);
 }
 
-char *sa_metrics_format(const SaDaemon *d)
+char *sa_metrics_format(const SaCore *d)
 {
     g_return_val_if_fail(d != NULL, NULL);
     GString *out = g_string_sized_new(4096);
-    g_autoptr(GPtrArray) vms = sa_daemon_sorted_vms(d);
+    g_autoptr(GPtrArray) vms = sa_core_sorted_vms(d);
     format_daemon(out, d, vms);
     format_partitions(out, d);
     format_vms(out, vms);
@@ -328,7 +338,7 @@ static void set_io_error(GError **error, const char *path, const char *what, int
                 g_strerror(errsv));
 }
 
-bool sa_metrics_write(const SaDaemon *d, const char *path, GError **error)
+bool sa_metrics_write(const SaCore *d, const char *path, GError **error)
 {
     g_return_val_if_fail(path != NULL && *path != '\0', false);
     g_autofree char *text = sa_metrics_format(d);

@@ -76,6 +76,9 @@ typedef struct {
 
 typedef struct {
     const char *name; /* "libvirt", "qmp" */
+    /* What people call the VM's softaff settings, for messages: "softaff metadata",
+     * "[vm NAME] group". */
+    const char *settings_name;
     /* Gives each vCPU thread its set and the other threads theirs. Reads the current affinity
      * first and writes only what differs. */
     bool (*pin)(gpointer handle, const SaCommand *cmd, GError **error);

@@ -14,6 +14,7 @@
  *   softaff_vm_vcpus{domain,uuid}                        gauge
  *   softaff_vm_home_partition{domain,uuid}               gauge (managed VMs with a home only)
  *   softaff_vm_bursting{domain,uuid}                     gauge 0/1 (managed VMs with a home only)
+ *   softaff_vm_stalled{domain,uuid}                      gauge 0/1 (managed VMs only)
  *   softaff_vm_state_seconds_total{domain,uuid,state}    counter, state = home|burst
  *   softaff_vm_bursts_total{domain,uuid}                 counter
  *   softaff_vm_retreats_total{domain,uuid}               counter
@@ -21,24 +22,24 @@
  *   softaff_vm_vcpu_run_seconds_total{domain,uuid}       counter
  *   softaff_vm_vcpu_run_home_seconds_total{domain,uuid}  counter
  *   softaff_vm_vcpu_run_delay_seconds_total{domain,uuid} counter
- * The policy counters restart from 0 when a VM becomes managed again (a counter reset). */
+ * The counters never go back while softaffd runs (a reload keeps them). */
 #pragma once
 
 #include <glib.h>
 #include <stdbool.h>
 
-#include "core.h"
+#include "core-private.h"
 
 G_BEGIN_DECLS
 
 /* The whole exposition, newline-terminated; VMs sorted by name, then uuid. */
-char *sa_metrics_format(const SaDaemon *d);
+char *sa_metrics_format(const SaCore *d);
 
 /* Writes sa_metrics_format(d) to path atomically: a hidden temporary file in the same
  * directory (".NAME.XXXXXX", which the textfile collector ignores), fsync, mode 0644, rename
  * over path, fsync of the directory. Readers see the old file or the new one, never a part.
  * Errors name path. */
-bool sa_metrics_write(const SaDaemon *d, const char *path, GError **error);
+bool sa_metrics_write(const SaCore *d, const char *path, GError **error);
 
 /* Appends value to out escaped as a Prometheus label value (\\, \", \n); invalid UTF-8 is
  * replaced. Exposed for the tests. */

@@ -20,15 +20,21 @@
 #include "sa-error.h"
 
 typedef struct {
-    SaDaemon *d;
-    SaLibvirt *lv;
-    SaQmp *qmp; /* backend=qmp|both */
+    SaCore *core;
+    SaLibvirt *lv; /* backend=libvirt|both */
+    SaQmp *qmp;    /* backend=qmp|both */
     SaControl *control;
     GMainLoop *loop;
     char *config_path;
     guint tick_source;
+    bool terminating;
     int exit_code;
 } App;
+
+typedef struct {
+    gboolean foreground, once, dry_run, version;
+    char *config_path;
+} Options;
 
 static gboolean opt_verbose;
 static gboolean opt_use_syslog;
@@ -82,48 +88,68 @@ static gboolean tick_cb(gpointer data)
     /* Without libvirt there is nothing to decide for libvirt VMs; QMP VMs need no libvirt. */
     if (app->lv && !app->qmp && !sa_libvirt_is_connected(app->lv))
         return G_SOURCE_CONTINUE;
-    sa_daemon_tick(app->d);
+    sa_core_tick(app->core);
     return G_SOURCE_CONTINUE;
+}
+
+static void stopped_cb(gpointer data)
+{
+    App *app = data;
+    g_main_loop_quit(app->loop);
 }
 
 static gboolean on_sigterm(gpointer data)
 {
     App *app = data;
-    g_info("terminating: restoring every VM softaff changed");
-    sa_daemon_restore_all(app->d);
-    g_main_loop_quit(app->loop);
-    return G_SOURCE_REMOVE;
+    if (app->terminating)
+        return G_SOURCE_CONTINUE;
+    app->terminating = true;
+    /* Stop deciding first: nothing is pinned once the restore has started. */
+    if (app->tick_source)
+        g_source_remove(app->tick_source);
+    app->tick_source = 0;
+    g_info("terminating: restoring every VM softaff changed (at most %u ms)",
+           sa_core_config(app->core)->stop_timeout_ms);
+    sa_core_shutdown(app->core, stopped_cb, app);
+    return G_SOURCE_CONTINUE;
+}
+
+/* The new configuration and topology, or NULL with the reason logged. */
+static bool load_for_reload(App *app, SaConfig **cfg, SaTopology **topo)
+{
+    g_autoptr(GError) error = NULL;
+    *cfg = sa_config_load(app->config_path, &error);
+    if (*cfg)
+        *topo = sa_topology_load((*cfg)->layout, (*cfg)->custom, &error);
+    if (*cfg && *topo)
+        return true;
+    g_clear_pointer(cfg, sa_config_free);
+    g_warning("reload refused, keeping the running configuration: %s", error->message);
+    return false;
 }
 
 static gboolean on_sighup(gpointer data)
 {
     App *app = data;
-    g_autoptr(GError) error = NULL;
-    g_autoptr(SaConfig) cfg = sa_config_load(app->config_path, &error);
-    if (!cfg) {
-        g_warning("reload refused, keeping the running configuration: %s", error->message);
+    SaConfig *cfg = NULL;
+    SaTopology *topo = NULL;
+    if (app->terminating || !load_for_reload(app, &cfg, &topo))
         return G_SOURCE_CONTINUE;
-    }
-    g_autoptr(SaTopology) topo = sa_topology_load(cfg->layout, cfg->custom, &error);
-    if (!topo) {
-        g_warning("reload refused, keeping the running configuration: %s", error->message);
-        return G_SOURCE_CONTINUE;
-    }
-    if (g_strcmp0(cfg->uri, app->d->cfg->uri) != 0)
+    const SaConfig *old = sa_core_config(app->core);
+    if (g_strcmp0(cfg->uri, old->uri) != 0)
         g_warning("reload: [daemon] uri changed to %s; restart softaffd to use it", cfg->uri);
-    guint old_interval = app->d->cfg->interval_ms;
-    sa_daemon_reload(app->d, g_steal_pointer(&cfg), g_steal_pointer(&topo));
-    if (app->d->cfg->interval_ms != old_interval) {
+    guint old_interval = old->interval_ms;
+    sa_core_reload(app->core, cfg, topo);
+    if (cfg->interval_ms != old_interval && app->tick_source) {
         g_source_remove(app->tick_source);
-        app->tick_source = g_timeout_add(app->d->cfg->interval_ms, tick_cb, app);
+        app->tick_source = g_timeout_add(cfg->interval_ms, tick_cb, app);
     }
     if (app->lv)
         sa_libvirt_sync(app->lv);
     if (app->qmp)
         sa_qmp_sync(app->qmp);
     g_info("configuration reloaded (layout %s, %u partitions, interval %u ms)",
-           sa_layout_to_string(app->d->topo->layout), app->d->topo->partitions->len,
-           app->d->cfg->interval_ms);
+           sa_layout_to_string(topo->layout), topo->partitions->len, cfg->interval_ms);
     return G_SOURCE_CONTINUE;
 }
 
@@ -136,79 +162,64 @@ static bool control_action(const SaControlRequest *req, gpointer data, GError **
         return true;
     }
     /* The hook runs while libvirtd holds the domain: never call libvirt from here. */
-    SaVm *vm = req->uuid ? sa_daemon_lookup(app->d, req->uuid) : NULL;
+    const char *event = sa_vm_event_to_string(req->event);
     switch (req->event) {
     case SA_VM_EVENT_PREPARE:
-        g_info("%s: starting (hook)", req->domain);
-        break;
     case SA_VM_EVENT_STARTED:
-        g_info("%s: started (hook)%s", req->domain, vm ? ", already known" : "");
+        g_info("%s: %s (hook)", req->domain, event);
         break;
     case SA_VM_EVENT_STOPPED:
     case SA_VM_EVENT_RELEASE:
-        if (vm) {
-            g_info("%s: %s (hook); forgotten", req->domain, sa_vm_event_to_string(req->event));
-            sa_daemon_remove(app->d, req->uuid, false);
+        if (req->uuid) {
+            g_autofree char *why = g_strdup_printf("%s (hook)", event);
+            sa_core_forget(app->core, req->uuid, why);
         }
         break;
     }
     return true;
 }
 
-int main(int argc, char **argv)
+static int parse_options(int *argc, char ***argv, Options *o)
 {
-    gboolean foreground = FALSE, once = FALSE, dry_run = FALSE, version = FALSE;
-    char *config_path = NULL;
     GOptionEntry entries[] = {
-        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path,
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config_path,
          "Configuration file (default $SOFTAFF_CONFIG or " SA_DEFAULT_CONFIG ")", "FILE"},
-        {"foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground,
+        {"foreground", 'f', 0, G_OPTION_ARG_NONE, &o->foreground,
          "Stay in the foreground and log to stderr (default: detach and log to syslog, "
          "unless stderr is the journal)",
          NULL},
-        {"once", 0, 0, G_OPTION_ARG_NONE, &once,
+        {"once", 0, 0, G_OPTION_ARG_NONE, &o->once,
          "Place every VM once (one tick), then exit without restoring", NULL},
-        {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run, "Decide and log, change nothing", NULL},
+        {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o->dry_run, "Decide and log, change nothing", NULL},
         {"verbose", 'v', 0, G_OPTION_ARG_NONE, &opt_verbose, "Log debug messages too", NULL},
-        {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
+        {"version", 'V', 0, G_OPTION_ARG_NONE, &o->version, "Print the version and exit", NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- soft CPU affinity for libvirt VMs");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) error = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+    if (!g_option_context_parse(ctx, argc, argv, &error)) {
         fprintf(stderr, "softaffd: %s\n", error->message);
         return 2;
     }
-    if (argc > 1) {
-        fprintf(stderr, "softaffd: unexpected argument '%s'\n", argv[1]);
+    if (*argc > 1) {
+        fprintf(stderr, "softaffd: unexpected argument '%s'\n", (*argv)[1]);
         return 2;
     }
-    if (version) {
-        printf("softaffd %s\n", SA_VERSION);
-        return 0;
-    }
-    g_log_set_writer_func(log_writer, NULL, NULL);
+    return 0;
+}
 
-    g_autoptr(SaConfig) cfg = sa_config_load(config_path, &error);
-    if (!cfg) {
-        fprintf(stderr, "softaffd: %s\n", error->message);
-        return 1;
-    }
-    g_autoptr(SaTopology) topo = sa_topology_load(cfg->layout, cfg->custom, &error);
-    if (!topo) {
-        fprintf(stderr, "softaffd: %s\n", error->message);
-        return 1;
-    }
-    if (!foreground && !once && !g_log_writer_is_journald(fileno(stderr))) {
+/* Detaches unless asked not to (or the journal takes stderr); raises the descriptor limit. */
+static bool prepare_process(const Options *o)
+{
+    if (!o->foreground && !o->once && !g_log_writer_is_journald(fileno(stderr))) {
         if (daemon(0, 0) < 0) {
             fprintf(stderr, "softaffd: cannot detach: %s\n", g_strerror(errno));
-            return 1;
+            return false;
         }
         openlog("softaffd", LOG_PID, LOG_DAEMON);
         opt_use_syslog = TRUE;
     }
-
     /* Two /proc files stay open per vCPU thread: take every descriptor the hard limit allows. */
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -218,73 +229,126 @@ int main(int argc, char **argv)
     virSetErrorFunc(NULL, quiet_libvirt_errors);
     if (virEventRegisterDefaultImpl() < 0) {
         g_critical("cannot register libvirt's event loop");
+        return false;
+    }
+    return true;
+}
+
+static bool create_core(App *app, const Options *o)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(o->config_path, &error);
+    g_autoptr(SaTopology) topo = cfg ? sa_topology_load(cfg->layout, cfg->custom, &error) : NULL;
+    if (!topo) {
+        fprintf(stderr, "softaffd: %s\n", error->message);
+        return false;
+    }
+    if (!prepare_process(o))
+        return false;
+    g_info("softaffd %s starting: layout %s, %u partitions, interval %u ms%s", SA_VERSION,
+           sa_layout_to_string(topo->layout), topo->partitions->len, cfg->interval_ms,
+           o->dry_run ? ", dry run" : "");
+    app->core = sa_core_new(g_steal_pointer(&cfg), g_steal_pointer(&topo), o->dry_run, &error);
+    if (!app->core) {
+        g_critical("%s", error->message);
+        return false;
+    }
+    const SaConfig *c = sa_core_config(app->core);
+    if (c->backend != SA_BACKEND_QMP)
+        app->lv = sa_libvirt_new(app->core, c->uri);
+    if (c->backend != SA_BACKEND_LIBVIRT)
+        app->qmp = sa_qmp_new(app->core);
+    return true;
+}
+
+/* Runs the main context for ms milliseconds (QMP sessions and discoveries answer meanwhile). */
+static void run_for(App *app, guint ms)
+{
+    gint64 until = g_get_monotonic_time() + (gint64)ms * 1000;
+    while (g_get_monotonic_time() < until)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(5000);
+}
+
+/* --once: discover, one interval for samples, one decision, its commands; no restore. */
+static int run_once(App *app)
+{
+    const SaConfig *c = sa_core_config(app->core);
+    if (app->lv && !sa_libvirt_connect(app->lv)) {
+        fprintf(stderr, "softaffd: --once: cannot connect to %s\n", c->uri);
         return 1;
     }
+    if (app->qmp) {
+        sa_qmp_start(app->qmp);
+        run_for(app, 1000); /* QMP sessions are asynchronous: let them introduce the VMs */
+    }
+    sa_core_settle(app->core, c->command_timeout_ms);
+    sa_core_tick(app->core);
+    run_for(app, c->interval_ms);
+    sa_core_tick(app->core);
+    if (!sa_core_settle(app->core, c->command_timeout_ms))
+        g_warning("--once: some VMs did not answer within %u ms", c->command_timeout_ms);
+    return 0;
+}
+
+static int run_daemon(App *app)
+{
+    g_autoptr(GError) error = NULL;
+    const SaConfig *c = sa_core_config(app->core);
+    app->control = sa_control_new(app->core, c->socket, control_action, app, &error);
+    if (!app->control) {
+        g_critical("control socket: %s", error->message);
+        return 1;
+    }
+    if (app->lv)
+        sa_libvirt_connect(app->lv);
+    if (app->qmp)
+        sa_qmp_start(app->qmp);
+    app->tick_source = g_timeout_add(c->interval_ms, tick_cb, app);
+    g_main_loop_run(app->loop);
+    g_info("stopped");
+    return 0;
+}
+
+static void app_free(App *app)
+{
+    sa_control_free(app->control);
+    guint running = app->core ? sa_core_commands_running(app->core) : 0;
+    if (running > 0) {
+        /* Workers still inside the hypervisor hold what they use; exiting ends them. */
+        g_info("%u command(s) still running; exiting without waiting for them", running);
+        return;
+    }
+    sa_qmp_free(app->qmp);
+    sa_libvirt_free(app->lv);
+    sa_core_free(app->core);
+    g_main_loop_unref(app->loop);
+}
+
+int main(int argc, char **argv)
+{
+    Options o = {0};
+    int rc = parse_options(&argc, &argv, &o);
+    if (rc != 0)
+        return rc;
+    if (o.version) {
+        printf("softaffd %s\n", SA_VERSION);
+        return 0;
+    }
+    g_log_set_writer_func(log_writer, NULL, NULL);
 
     /* Handlers first: a SIGHUP or SIGTERM during start-up must not kill the daemon; they
      * are dispatched from the main loop, once everything below is in place. */
-    App app = {0};
-    app.config_path = config_path;
+    App app = {.config_path = o.config_path};
+    app.loop = g_main_loop_new(NULL, FALSE);
     g_unix_signal_add(SIGTERM, on_sigterm, &app);
     g_unix_signal_add(SIGINT, on_sigterm, &app);
     g_unix_signal_add(SIGHUP, on_sighup, &app);
-    g_autofree char *uri = g_strdup(cfg->uri);
-    g_info("softaffd %s starting: layout %s, %u partitions, interval %u ms%s", SA_VERSION,
-           sa_layout_to_string(topo->layout), topo->partitions->len, cfg->interval_ms,
-           dry_run ? ", dry run" : "");
-    app.d = sa_daemon_new(g_steal_pointer(&cfg), g_steal_pointer(&topo), dry_run, &error);
-    if (!app.d) {
-        g_critical("%s", error->message);
-        return 1;
-    }
-    if (app.d->cfg->backend != SA_BACKEND_QMP)
-        app.lv = sa_libvirt_new(app.d, uri);
-    if (app.d->cfg->backend != SA_BACKEND_LIBVIRT)
-        app.qmp = sa_qmp_new(app.d);
-    app.loop = g_main_loop_new(NULL, FALSE);
-
-    if (once) {
-        if (app.lv && !sa_libvirt_connect(app.lv)) {
-            fprintf(stderr, "softaffd: --once: cannot connect to %s\n", uri);
-            app.exit_code = 1;
-        } else {
-            if (app.qmp) {
-                /* QMP sessions are asynchronous: give them a moment to introduce the VMs. */
-                sa_qmp_start(app.qmp);
-                gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC;
-                while (g_get_monotonic_time() < until)
-                    if (!g_main_context_iteration(NULL, FALSE))
-                        g_usleep(10000);
-            }
-            /* One interval so the VMs have samples, then one decision. */
-            sa_daemon_tick(app.d);
-            g_usleep((gulong)app.d->cfg->interval_ms * 1000);
-            while (g_main_context_iteration(NULL, FALSE))
-                ;
-            sa_daemon_tick(app.d);
-        }
-    } else {
-        app.control = sa_control_new(app.d, app.d->cfg->socket, control_action, &app, &error);
-        if (!app.control) {
-            g_critical("control socket: %s", error->message);
-            sa_qmp_free(app.qmp);
-            sa_libvirt_free(app.lv);
-            sa_daemon_free(app.d);
-            return 1;
-        }
-        if (app.lv)
-            sa_libvirt_connect(app.lv);
-        if (app.qmp)
-            sa_qmp_start(app.qmp);
-        app.tick_source = g_timeout_add(app.d->cfg->interval_ms, tick_cb, &app);
-        g_main_loop_run(app.loop);
-        g_info("stopped");
-    }
-    sa_control_free(app.control);
-    sa_qmp_free(app.qmp);
-    sa_libvirt_free(app.lv);
-    sa_daemon_free(app.d);
-    g_main_loop_unref(app.loop);
-    g_free(config_path);
-    return app.exit_code;
+    if (!create_core(&app, &o))
+        rc = 1;
+    else
+        rc = o.once ? run_once(&app) : run_daemon(&app);
+    app_free(&app);
+    g_free(o.config_path);
+    return rc;
 }

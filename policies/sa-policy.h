@@ -73,9 +73,6 @@ typedef struct {
     gint64 last_voluntary_ms; /* last burst, widening or voluntary return; dwell counts from it */
     gint64 fits_since_ms;     /* since when fewer visited partitions would do */
     gint64 last_forced_ms;    /* last owner-forced retreat (or back-off decay) */
-    guint64 changes;          /* counters, for status and metrics */
-    guint64 bursts;           /* partitions added (bursts and widenings) */
-    guint64 retreats;         /* owner-forced retreats */
 } SaVmPolicyState;
 
 typedef struct {
@@ -95,11 +92,17 @@ typedef struct {
 
     /* --- output of the last sa_policy_tick --- */
     bool changed;     /* vcpus/emulator sets differ from what was applied: apply them */
+    guint bursts;     /* partitions added this tick (bursts and widenings) */
+    guint retreats;   /* owner-forced retreats this tick */
     char reason[192]; /* why (set whenever changed, and for rejected bursts at debug level) */
 } SaPolicyVm;
 
 void sa_policy_vm_init(SaPolicyVm *vm);
 void sa_policy_vm_clear(SaPolicyVm *vm);
+
+/* The partition index a vCPU's run is attributed to: the partition of the CPU it last ran on,
+ * else (unknown CPU, or a CPU in no partition) home_idx. */
+int sa_policy_run_partition(const SaTopology *topo, int last_cpu, int home_idx);
 
 /* Per partition (indexed like topo->partitions), in CPUs (1.0 = one CPU fully busy). */
 typedef struct {

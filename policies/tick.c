@@ -124,6 +124,14 @@ static void tick_layout(Tick *t, Arena *a)
 
 /* ---- small helpers ---- */
 
+int sa_policy_run_partition(const SaTopology *topo, int last_cpu, int home_idx)
+{
+    if (last_cpu < 0)
+        return home_idx;
+    int p = sa_topology_partition_of_cpu(topo, (guint)last_cpu);
+    return p >= 0 ? p : home_idx;
+}
+
 static inline const SaPartition *part_at(const Tick *t, int idx)
 {
     return g_ptr_array_index(t->topo->partitions, idx);
@@ -626,7 +634,7 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
         format_ids(ids, sizeof ids, forced_ids, MIN(n_forced, G_N_ELEMENTS(forced_ids)));
         st->forced_retreats++;
         st->last_forced_ms = now;
-        st->retreats += n_forced;
+        vm->retreats += n_forced;
         st->fits_since_ms = NEVER;
         st->last_voluntary_ms = NEVER; /* from here the back-off decides, not the dwell */
         gint64 h = holdoff_ms(cfg, st->forced_retreats);
@@ -695,7 +703,7 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
                     if (n > 0) {
                         char ids[64];
                         format_ids(ids, sizeof ids, added_ids, n);
-                        st->bursts += n;
+                        vm->bursts += n;
                         st->last_voluntary_ms = now;
                         append(why,
                                "widen onto partition%s %s: still %.1f vCPUs waiting, %.1f idle "
@@ -730,7 +738,7 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
                     if (n > 0) {
                         char ids[64];
                         format_ids(ids, sizeof ids, added_ids, n);
-                        st->bursts += n;
+                        vm->bursts += n;
                         st->last_voluntary_ms = now;
                         t->relief[home] += MIN(MIN(covered, extra), self_home + wait);
                         append(why,
@@ -783,7 +791,6 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
     st->placed = true;
     if (changed) {
         vm->changed = true;
-        st->changes++;
         st->last_change_ms = now;
         if (why->len == 0)
             append(why, "the allowed set or the partitions' CPUs changed");
@@ -848,8 +855,11 @@ void sa_policy_tick(const SaPolicyConfig *cfg, const SaPolicyHost *host, SaPolic
     account(&t, vms);
 
     g_autoptr(GString) why = g_string_sized_new(256);
-    for (guint i = 0; i < n_vms; i++)
+    for (guint i = 0; i < n_vms; i++) {
+        vms[i]->bursts = 0;
+        vms[i]->retreats = 0;
         decide(&t, vms[i], i, why);
+    }
 
     if (usage) {
         for (guint p = 0; p < t.n_parts; p++) {

@@ -1,0 +1,610 @@
+/* softaffd — actuation that never blocks the tick.
+ *
+ * Every command to a backend (pin, restore, write assigned=, discover) runs on a worker thread.
+ * Each VM key has a lane: its commands run one at a time, in order, so a restore can never
+ * overtake a pin. A waiting pin or write is replaced by a newer one (only the latest decision
+ * matters). A command that misses its deadline ([daemon] command_timeout_ms) is left to finish:
+ * the lane is stalled, the VM is shown so and gets no new command until it answers; other lanes
+ * go on. Results come back to the main loop, where the core's state is changed. */
+#define G_LOG_DOMAIN "softaffd"
+
+#include "core-private.h"
+#include "sa-error.h"
+
+/* A transient error is logged when it differs from the last one, else at most this often. */
+#define ERROR_REPEAT_US (60 * G_USEC_PER_SEC)
+
+typedef enum {
+    JOB_PIN,
+    JOB_RESTORE,
+    JOB_WRITE_ASSIGNED,
+    JOB_DISCOVER,
+} JobKind;
+
+static const char *const job_names[] = {
+    [JOB_PIN] = "pin",
+    [JOB_RESTORE] = "restore",
+    [JOB_WRITE_ASSIGNED] = "write-assigned",
+    [JOB_DISCOVER] = "discover",
+};
+
+typedef struct {
+    JobKind kind;
+    SaLane *lane; /* a reference */
+    const SaBackendOps *ops;
+    gpointer handle; /* a reference */
+    guint64 generation;
+    guint64 seq; /* pin: the decision it applies */
+    int home;    /* write-assigned */
+    bool for_shutdown;
+    /* the command and what it points to */
+    SaCommand cmd;
+    char *key, *name;
+    GArray *tids;
+    GPtrArray *vcpus; /* SaCpuSet* */
+    SaCpuSet *others;
+    SaMetadata settings;
+    char *allowed_text; /* restore: the vCPUs' own set, for the log */
+    /* the result */
+    bool ok;
+    GError *error;
+    SaVmFacts *facts;
+    gint64 started_us;
+} Job;
+
+struct SaLane {
+    int ref;      /* main thread only */
+    SaCore *core; /* NULL once the core is freed */
+    char *key;
+    char *name;
+    const SaBackendOps *ops;
+    gpointer handle;
+    GQueue *queue; /* Job* waiting */
+    Job *running;
+    guint deadline_source;
+    bool stalled;
+    gint64 stalled_since; /* g_get_real_time() when the running command started */
+    guint64 generation;   /* bumped when its VM is forgotten: older results are stale */
+    bool attached;        /* a VM uses it */
+};
+
+/* ---- lanes ---- */
+
+static SaLane *lane_ref(SaLane *lane)
+{
+    lane->ref++;
+    return lane;
+}
+
+static void lane_unref(SaLane *lane)
+{
+    if (--lane->ref > 0)
+        return;
+    /* Waiting jobs hold references: the queue is empty here. */
+    g_queue_free(lane->queue);
+    if (lane->handle)
+        lane->ops->handle_unref(lane->handle);
+    g_free(lane->key);
+    g_free(lane->name);
+    g_free(lane);
+}
+
+static SaLane *lane_get(SaCore *core, const char *key, const char *name)
+{
+    SaLane *lane = g_hash_table_lookup(core->lanes, key);
+    if (lane)
+        return lane;
+    lane = g_new0(SaLane, 1);
+    lane->ref = 1;
+    lane->core = core;
+    lane->key = g_strdup(key);
+    lane->name = g_strdup(name);
+    lane->queue = g_queue_new();
+    g_hash_table_insert(core->lanes, lane->key, lane);
+    return lane;
+}
+
+/* Drops the lane from the table once nothing uses it. */
+static void lane_maybe_drop(SaLane *lane)
+{
+    if (!lane->core || lane->attached || lane->running || !g_queue_is_empty(lane->queue))
+        return;
+    g_hash_table_remove(lane->core->lanes, lane->key); /* unrefs */
+}
+
+SaLane *sa_actuator_lane(SaCore *core, const char *key, const char *name)
+{
+    SaLane *lane = lane_get(core, key, name);
+    lane->attached = true;
+    g_free(lane->name);
+    lane->name = g_strdup(name);
+    return lane;
+}
+
+void sa_lane_set_handle(SaLane *lane, const SaBackendOps *ops, gpointer handle)
+{
+    if (lane->handle == handle && lane->ops == ops)
+        return;
+    if (lane->handle)
+        lane->ops->handle_unref(lane->handle);
+    lane->ops = ops;
+    lane->handle = handle ? ops->handle_ref(handle) : NULL;
+}
+
+gpointer sa_lane_handle(const SaLane *lane)
+{
+    return lane->handle;
+}
+
+bool sa_lane_is_stalled(const SaLane *lane)
+{
+    return lane && lane->stalled;
+}
+
+const char *sa_lane_stalled_command(const SaLane *lane, gint64 *since_wall_us)
+{
+    if (!lane || !lane->stalled || !lane->running)
+        return NULL;
+    if (since_wall_us)
+        *since_wall_us = lane->stalled_since;
+    return job_names[lane->running->kind];
+}
+
+/* ---- jobs ---- */
+
+static void job_free(Job *job)
+{
+    if (job->handle)
+        job->ops->handle_unref(job->handle);
+    if (job->lane)
+        lane_unref(job->lane);
+    g_free(job->key);
+    g_free(job->name);
+    if (job->tids)
+        g_array_unref(job->tids);
+    if (job->vcpus)
+        g_ptr_array_unref(job->vcpus);
+    sa_cpuset_free(job->others);
+    g_free(job->allowed_text);
+    g_clear_error(&job->error);
+    sa_vm_facts_free(job->facts);
+    g_free(job);
+}
+
+static Job *job_new(SaLane *lane, JobKind kind, const SaBackendOps *ops, gpointer handle)
+{
+    Job *job = g_new0(Job, 1);
+    job->kind = kind;
+    job->lane = lane_ref(lane);
+    job->ops = ops;
+    job->handle = handle ? ops->handle_ref(handle) : NULL;
+    job->generation = lane->generation;
+    job->key = g_strdup(lane->key);
+    job->name = g_strdup(lane->name);
+    job->cmd.key = job->key;
+    job->cmd.name = job->name;
+    sa_metadata_init(&job->settings);
+    return job;
+}
+
+/* The thread sets of a command: the same set for every vCPU, or one per vCPU. */
+static void job_set_threads(Job *job, const SaVm *vm, const SaCpuSet *vcpus,
+                            const GPtrArray *per_vcpu, const SaCpuSet *others)
+{
+    guint n = vm->facts->n_vcpus;
+    job->vcpus = g_ptr_array_new_full(n, (GDestroyNotify)sa_cpuset_free);
+    for (guint i = 0; i < n; i++) {
+        const SaCpuSet *set = vcpus;
+        if (per_vcpu && i < per_vcpu->len && g_ptr_array_index(per_vcpu, i))
+            set = g_ptr_array_index(per_vcpu, i);
+        g_ptr_array_add(job->vcpus, sa_cpuset_copy(set));
+    }
+    job->others = sa_cpuset_copy(others);
+    if (vm->facts->vcpu_tids)
+        job->tids = g_array_ref(vm->facts->vcpu_tids);
+    job->cmd.pid = vm->facts->pid;
+    job->cmd.n_vcpus = n;
+    job->cmd.vcpu_tids = job->tids;
+    job->cmd.vcpus = (SaCpuSet *const *)job->vcpus->pdata;
+    job->cmd.others = job->others;
+}
+
+/* Worker thread. */
+static void job_run(gpointer data, gpointer user_data);
+
+static void lane_deadline_missed(SaLane *lane)
+{
+    Job *job = lane->running;
+    lane->deadline_source = 0;
+    lane->stalled = true;
+    lane->stalled_since = job->started_us;
+    g_warning("%s: %s command unanswered after %u ms: stalled; it gets no command until it "
+              "answers, every other VM goes on",
+              lane->name, job_names[job->kind], lane->core->cfg->command_timeout_ms);
+}
+
+static gboolean deadline_cb(gpointer data)
+{
+    lane_deadline_missed(data);
+    return G_SOURCE_REMOVE;
+}
+
+static void lane_next(SaLane *lane)
+{
+    SaCore *core = lane->core;
+    if (!core || lane->running || g_queue_is_empty(lane->queue)) {
+        lane_maybe_drop(lane);
+        return;
+    }
+    Job *job = g_queue_pop_head(lane->queue);
+    core->queued--;
+    core->running++;
+    lane->running = job;
+    job->started_us = g_get_real_time();
+    lane->deadline_source = g_timeout_add(core->cfg->command_timeout_ms, deadline_cb, lane);
+    g_thread_pool_push(core->pool, job, NULL);
+}
+
+/* Queues job; a waiting job of the same kind (pin, write, discover) is replaced. */
+static void lane_push(SaCore *core, SaLane *lane, Job *job)
+{
+    for (GList *l = lane->queue->head; l; l = l->next) {
+        Job *old = l->data;
+        if (old->kind == job->kind && job->kind != JOB_RESTORE) {
+            l->data = job;
+            job_free(old);
+            lane_next(lane);
+            return;
+        }
+    }
+    g_queue_push_tail(lane->queue, job);
+    core->queued++;
+    lane_next(lane);
+}
+
+static void shutdown_step(SaCore *core);
+
+/* Drops waiting jobs of one kind (all kinds with kind < 0). */
+static void lane_drop(SaCore *core, SaLane *lane, int kind)
+{
+    guint restores = 0;
+    GList *l = lane->queue->head;
+    while (l) {
+        GList *next = l->next;
+        Job *job = l->data;
+        if (kind < 0 || job->kind == (JobKind)kind) {
+            g_queue_delete_link(lane->queue, l);
+            restores += job->for_shutdown;
+            job_free(job);
+            core->queued--;
+        }
+        l = next;
+    }
+    if (restores > 0 && core->restores_left > 0) {
+        core->restores_left -= MIN(restores, core->restores_left);
+        if (core->restores_left == 0)
+            shutdown_step(core);
+    }
+}
+
+/* ---- what the core asks ---- */
+
+void sa_actuator_pin(SaCore *core, SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    if (core->stopping || !st->vcpus || !vm->lane->handle)
+        return;
+    Job *job = job_new(vm->lane, JOB_PIN, vm->lane->ops, vm->lane->handle);
+    job->seq = vm->act.decided;
+    job_set_threads(job, vm, st->vcpus, NULL, st->emulator ? st->emulator : st->vcpus);
+    vm->act.outstanding = job->seq;
+    vm->act.touched = true;
+    lane_push(core, vm->lane, job);
+}
+
+static void queue_restore(SaCore *core, SaVm *vm, bool for_shutdown)
+{
+    lane_drop(core, vm->lane, JOB_PIN);
+    lane_drop(core, vm->lane, JOB_WRITE_ASSIGNED);
+    vm->act.outstanding = 0;
+    vm->act.assigned_pending = false;
+    if (!vm->act.touched || core->dry_run || !vm->lane->handle)
+        return;
+    Job *job = job_new(vm->lane, JOB_RESTORE, vm->lane->ops, vm->lane->handle);
+    job->for_shutdown = for_shutdown;
+    const SaCpuSet *others = vm->emulator_allowed ? vm->emulator_allowed : vm->allowed;
+    job_set_threads(job, vm, vm->allowed, vm->vcpu_allowed, others);
+    job->allowed_text = sa_cpuset_format(vm->allowed);
+    if (for_shutdown)
+        core->restores_left++;
+    lane_push(core, vm->lane, job);
+}
+
+void sa_actuator_restore(SaCore *core, SaVm *vm)
+{
+    queue_restore(core, vm, false);
+}
+
+void sa_actuator_write_assigned(SaCore *core, SaVm *vm, int home)
+{
+    if (core->stopping || !vm->lane->handle)
+        return;
+    Job *job = job_new(vm->lane, JOB_WRITE_ASSIGNED, vm->lane->ops, vm->lane->handle);
+    job->home = home;
+    job->settings = vm->settings;
+    job->settings.assigned = home;
+    job->cmd.pid = vm->facts->pid;
+    job->cmd.settings = &job->settings;
+    vm->act.assigned_pending = true;
+    lane_push(core, vm->lane, job);
+}
+
+void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle, const char *key,
+                          const char *name)
+{
+    g_return_if_fail(ops->discover != NULL);
+    SaLane *lane = lane_get(core, key, name);
+    lane_push(core, lane, job_new(lane, JOB_DISCOVER, ops, handle));
+}
+
+void sa_actuator_detach(SaCore *core, SaVm *vm)
+{
+    SaLane *lane = vm->lane;
+    lane->attached = false;
+    lane->generation++;
+    lane_drop(core, lane, -1);
+    lane_maybe_drop(lane);
+    vm->lane = NULL;
+}
+
+/* ---- results, on the main loop ---- */
+
+static void log_transient(SaVm *vm, const char *what, const GError *error)
+{
+    gint64 now = g_get_monotonic_time();
+    SaVmActuation *a = &vm->act;
+    if (g_strcmp0(a->last_error, error->message) != 0 ||
+        now - a->last_error_logged_us > ERROR_REPEAT_US) {
+        g_warning("%s: %s failed, retrying next tick: %s", vm->name, what, error->message);
+        g_free(a->last_error);
+        a->last_error = g_strdup(error->message);
+        a->last_error_logged_us = now;
+    }
+}
+
+/* An error of a command for vm: forget a VM that is gone, stop managing one a backend refuses
+ * for good, retry the rest. Returns false when vm was forgotten. */
+static bool command_failed(SaCore *core, SaVm *vm, const char *what, const GError *error)
+{
+    if (g_error_matches(error, SA_ERROR, SA_ERROR_GONE)) {
+        g_info("%s: gone (%s); forgetting it", vm->name, error->message);
+        sa_core_remove(core, vm);
+        return false;
+    }
+    if (g_error_matches(error, SA_ERROR, SA_ERROR_UNSUPPORTED)) {
+        g_autofree char *why = g_strdup_printf("softaffd may not %s: %s", what, error->message);
+        vm->permanent_error = true;
+        sa_vm_set_status(core, vm, SA_VM_UNMANAGED, why);
+        return true;
+    }
+    log_transient(vm, what, error);
+    return true;
+}
+
+static void pin_done(SaCore *core, SaVm *vm, Job *job)
+{
+    if (vm->act.outstanding == job->seq)
+        vm->act.outstanding = 0;
+    if (!job->ok) {
+        command_failed(core, vm, "pinning", job->error);
+        return;
+    }
+    vm->act.applied = MAX(vm->act.applied, job->seq);
+    g_clear_pointer(&vm->act.last_error, g_free);
+}
+
+static void assigned_done(SaCore *core, SaVm *vm, Job *job)
+{
+    vm->act.assigned_pending = false;
+    if (!job->ok) {
+        command_failed(core, vm, "writing assigned= metadata", job->error);
+        return;
+    }
+    vm->act.written_assigned = job->home;
+    vm->settings.assigned = job->home;
+}
+
+static void restore_done(SaCore *core, SaVm *vm, Job *job)
+{
+    if (job->ok) {
+        g_info("%s: restored: vCPUs back to their allowed set %s", job->name, job->allowed_text);
+        if (vm)
+            vm->act.touched = false;
+    } else if (g_error_matches(job->error, SA_ERROR, SA_ERROR_GONE)) {
+        g_info("%s: gone before its pinning could be restored", job->name);
+    } else {
+        g_warning("%s: could not restore its pinning: %s", job->name, job->error->message);
+    }
+}
+
+static void job_result(SaCore *core, Job *job)
+{
+    bool current = job->generation == job->lane->generation;
+    SaVm *vm = current ? sa_core_lookup(core, job->key) : NULL;
+    switch (job->kind) {
+    case JOB_PIN:
+        if (vm)
+            pin_done(core, vm, job);
+        break;
+    case JOB_WRITE_ASSIGNED:
+        if (vm)
+            assigned_done(core, vm, job);
+        break;
+    case JOB_RESTORE:
+        restore_done(core, vm, job);
+        break;
+    case JOB_DISCOVER:
+        if (current && job->ok)
+            sa_core_report(core, job->ops, job->handle, g_steal_pointer(&job->facts));
+        else if (current && g_error_matches(job->error, SA_ERROR, SA_ERROR_GONE))
+            sa_core_forget(core, job->key, "no longer running");
+        else if (current)
+            g_warning("%s: cannot read its state: %s", job->name, job->error->message);
+        break;
+    }
+    if (job->for_shutdown && core->restores_left > 0 && --core->restores_left == 0)
+        shutdown_step(core);
+}
+
+static gboolean job_done_cb(gpointer data)
+{
+    Job *job = data;
+    SaLane *lane = job->lane;
+    SaCore *core = lane->core;
+    if (core) {
+        core->running--;
+        lane->running = NULL;
+        if (lane->deadline_source)
+            g_source_remove(lane->deadline_source);
+        lane->deadline_source = 0;
+        if (lane->stalled)
+            g_info("%s: %s command answered after %.1f s; handled again", lane->name,
+                   job_names[job->kind], (g_get_real_time() - job->started_us) / 1e6);
+        lane->stalled = false;
+        lane_ref(lane);
+        job_result(core, job);
+        lane_next(lane);
+        lane_unref(lane);
+    }
+    job_free(job);
+    return G_SOURCE_REMOVE;
+}
+
+static void job_run(gpointer data, gpointer user_data)
+{
+    Job *job = data;
+    switch (job->kind) {
+    case JOB_PIN:
+        job->ok = job->ops->pin(job->handle, &job->cmd, &job->error);
+        break;
+    case JOB_RESTORE:
+        job->ok = job->ops->restore(job->handle, &job->cmd, &job->error);
+        break;
+    case JOB_WRITE_ASSIGNED:
+        job->ok = job->ops->write_assigned(job->handle, &job->cmd, &job->error);
+        break;
+    case JOB_DISCOVER:
+        job->facts = job->ops->discover(job->handle, &job->error);
+        job->ok = job->facts != NULL;
+        break;
+    }
+    if (!job->ok && !job->error)
+        g_set_error(&job->error, SA_ERROR, SA_ERROR_IO, "%s failed without a reason",
+                    job_names[job->kind]);
+    /* An idle source, never g_main_context_invoke(): that may run the callback right here, on
+     * the worker, when the main thread does not hold the context at this moment. */
+    GSource *source = g_idle_source_new();
+    g_source_set_callback(source, job_done_cb, job, NULL);
+    g_source_attach(source, g_main_context_default());
+    g_source_unref(source);
+}
+
+/* ---- shutdown ---- */
+
+static void log_unanswered(SaCore *core)
+{
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, core->lanes);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        SaLane *lane = value;
+        if (lane->running)
+            g_warning("%s: did not answer within %u ms (%s command running): its pinning is "
+                      "left as it is",
+                      lane->name, core->cfg->stop_timeout_ms, job_names[lane->running->kind]);
+    }
+}
+
+static void shutdown_step(SaCore *core)
+{
+    if (!core->stopped)
+        return;
+    if (core->stop_timer)
+        g_source_remove(core->stop_timer);
+    core->stop_timer = 0;
+    if (core->restores_left > 0)
+        log_unanswered(core);
+    SaCoreStoppedFunc done = core->stopped;
+    core->stopped = NULL;
+    done(core->stopped_data);
+}
+
+static gboolean stop_timeout_cb(gpointer data)
+{
+    SaCore *core = data;
+    core->stop_timer = 0;
+    shutdown_step(core);
+    return G_SOURCE_REMOVE;
+}
+
+void sa_core_shutdown(SaCore *core, SaCoreStoppedFunc done, gpointer user_data)
+{
+    core->stopping = true;
+    core->stopped = done;
+    core->stopped_data = user_data;
+    g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
+    for (guint i = 0; i < vms->len; i++)
+        queue_restore(core, g_ptr_array_index(vms, i), true);
+    if (core->restores_left == 0) {
+        shutdown_step(core);
+        return;
+    }
+    core->stop_timer = g_timeout_add(core->cfg->stop_timeout_ms, stop_timeout_cb, core);
+}
+
+guint sa_core_commands_running(const SaCore *core)
+{
+    return core->running;
+}
+
+bool sa_core_settle(SaCore *core, guint timeout_ms)
+{
+    gint64 until = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+    while (core->running + core->queued > 0) {
+        if (g_get_monotonic_time() >= until)
+            return false;
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    }
+    return true;
+}
+
+/* ---- setup ---- */
+
+void sa_actuator_init(SaCore *core)
+{
+    core->lanes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)lane_unref);
+    /* Not exclusive, no limit: a stalled VM holds one thread until its call returns, and must
+     * never hold up the others. */
+    core->pool = g_thread_pool_new(job_run, NULL, -1, FALSE, NULL);
+}
+
+void sa_actuator_clear(SaCore *core)
+{
+    if (core->stop_timer)
+        g_source_remove(core->stop_timer);
+    core->stop_timer = 0;
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, core->lanes);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        SaLane *lane = value;
+        lane_drop(core, lane, -1);
+        if (lane->deadline_source)
+            g_source_remove(lane->deadline_source);
+        lane->deadline_source = 0;
+        lane->core = NULL; /* results still to come are dropped */
+    }
+    g_thread_pool_free(core->pool, TRUE, FALSE);
+    g_hash_table_unref(core->lanes);
+}

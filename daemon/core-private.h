@@ -1,0 +1,180 @@
+/* softaffd — the core's own structures, shared by the files of daemon/ only.
+ *
+ * Who writes what:
+ *   registry.c  SaVm identity, facts, judgement (status, allowed sets), the VM table
+ *   sample.c    SaVmSampling, SaCore host sampling fields
+ *   tick.c      SaPolicyVm input, decisions, SaVmStats, SaCore usage/ticks
+ *   actuator.c  SaVmActuation, the lanes (workers, deadlines, stalls, shutdown)
+ * The control server and the metrics only read. */
+#pragma once
+
+#include "core.h"
+#include "sa-policy.h"
+#include "sa-sampler.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    SA_VM_MANAGED,
+    SA_VM_UNMANAGED, /* mode off, manage=explicit without settings, pinned by the user, ... */
+    SA_VM_INVALID,   /* its softaff settings are invalid: it runs unmanaged, the problem is shown */
+} SaVmStatus;
+
+const char *sa_vm_status_to_string(SaVmStatus status);
+
+/* One decision the policy made for a VM, kept for `softaffctl show`. */
+typedef struct {
+    gint64 wall_us; /* g_get_real_time() */
+    SaVmState state;
+    int home;
+    char *vcpus; /* cpulist given to the vCPUs */
+    char *reason;
+} SaDecision;
+
+#define SA_VM_MAX_DECISIONS 32
+
+/* The VM's vCPU threads and their last readings (sample.c). */
+typedef struct {
+    GPtrArray *threads; /* SaThreadSampler* by vCPU index (NULL where unknown) */
+    GArray *prev;       /* SaThreadSample by vCPU index */
+    GArray *deltas;     /* SaVcpuSample by vCPU index */
+    bool have_prev;
+    bool stale;           /* find the threads again before the next sample */
+    bool lost_reported;   /* threads_lost was sent for reported thread ids */
+    bool stopped;         /* its QEMU process is stopped (SIGSTOP, a debugger) */
+    gint64 stopped_since; /* g_get_real_time() */
+} SaVmSampling;
+
+/* Counters and times while managed; never reset while the daemon runs (tick.c). */
+typedef struct {
+    guint64 bursts;   /* partitions added (bursts and widenings) */
+    guint64 retreats; /* owner-forced retreats */
+    guint64 changes;  /* affinity changes decided */
+    double seconds_home;
+    double seconds_burst;
+    guint64 run_ns_total;   /* vCPU run time seen ... */
+    guint64 run_ns_home;    /* ... and the part on CPUs of its home partition */
+    guint64 delay_ns_total; /* vCPU run delay seen */
+    double run_delay_now;   /* run delay in the last interval, in CPUs */
+} SaVmStats;
+
+typedef struct SaLane SaLane;
+
+/* What the VM was told and what is on its way (actuator.c, tick.c). */
+typedef struct {
+    bool touched;          /* softaff changed this VM's pinning: restore it */
+    guint64 decided;       /* sequence of the newest decision to apply */
+    guint64 applied;       /* sequence of the newest decision applied */
+    guint64 outstanding;   /* sequence of the newest pin queued or running, 0 none */
+    int written_assigned;  /* assigned= we wrote (or found), -1 none */
+    bool assigned_pending; /* a write_assigned is queued or running */
+    char *last_error;      /* last transient error, to log each distinct one once */
+    gint64 last_error_logged_us;
+} SaVmActuation;
+
+typedef struct {
+    char *key;
+    char *name;
+    const SaBackendOps *ops;
+    SaLane *lane; /* its worker queue; outlives the VM while a command runs */
+    SaVmFacts *facts;
+
+    /* The judgement on the facts (registry.c). */
+    SaVmStatus status;
+    char *status_reason;
+    SaMetadata settings;        /* effective: the VM's own, else defaults */
+    SaCpuSet *allowed;          /* the VM's own allowed set for its vCPUs */
+    GPtrArray *vcpu_allowed;    /* SaCpuSet* per vCPU to restore (user pins), NULL = allowed */
+    SaCpuSet *emulator_allowed; /* the emulator's own allowed set */
+    gint64 managed_since_us;
+    bool permanent_error; /* a backend refused for good: unmanaged until reported again */
+
+    SaVmSampling sampling;
+    SaPolicyVm pvm;
+    SaVmActuation act;
+    SaVmStats stats;
+    GQueue *decisions; /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
+} SaVm;
+
+struct SaCore {
+    SaConfig *cfg;
+    SaTopology *topo;
+    bool dry_run;
+    bool stopping;
+
+    /* host sampling (sample.c) */
+    SaStatSampler *stat;
+    GArray *loads; /* SaCpuLoad */
+    double *cpu_busy;
+    guint n_cpu_busy;
+    gint64 last_sample_us;
+
+    GHashTable *vms;         /* key -> SaVm* */
+    SaPartitionUsage *usage; /* per partition index, from the last tick */
+    guint64 ticks;
+    gint64 started_us;
+    double last_tick_cpu_ms;
+    bool metrics_failing;
+
+    /* actuation (actuator.c) */
+    GHashTable *lanes; /* key -> SaLane* (one reference) */
+    GThreadPool *pool;
+    guint running; /* commands on workers */
+    guint queued;  /* commands waiting in lanes */
+    guint restores_left;
+    guint stop_timer;
+    SaCoreStoppedFunc stopped;
+    gpointer stopped_data;
+};
+
+/* ---- registry.c ---- */
+SaVm *sa_core_lookup(const SaCore *core, const char *key);
+/* Every VM, ordered by name then key (the policy, status and metrics use this order). */
+GPtrArray *sa_core_sorted_vms(const SaCore *core);
+/* Finds a VM by key, else by name. */
+SaVm *sa_core_find(const SaCore *core, const char *key_or_name);
+/* Sets status with a reason; logs a change. Leaving MANAGED restores the VM. */
+void sa_vm_set_status(SaCore *core, SaVm *vm, SaVmStatus status, const char *reason);
+/* Forgets the VM at once (no restore); its lane finishes what runs. */
+void sa_core_remove(SaCore *core, SaVm *vm);
+/* Starts the policy over for this VM (a reload, managed again). */
+void sa_vm_reset_policy(SaVm *vm);
+/* Whether a stalled VM is skipped: a command missed its deadline or QEMU is stopped. */
+bool sa_vm_is_stalled(const SaVm *vm);
+
+/* ---- sample.c ---- */
+void sa_core_sample_host(SaCore *core);
+/* Reads the VM's vCPU threads into vm->sampling.deltas; false when there is no interval yet. */
+bool sa_core_sample_vm(SaCore *core, SaVm *vm);
+void sa_vm_sampling_init(SaVmSampling *s);
+void sa_vm_sampling_clear(SaVmSampling *s);
+
+/* ---- actuator.c ---- */
+void sa_actuator_init(SaCore *core);
+void sa_actuator_clear(SaCore *core);
+/* Queues commands; each returns at once. */
+void sa_actuator_pin(SaCore *core, SaVm *vm);
+void sa_actuator_restore(SaCore *core, SaVm *vm);
+void sa_actuator_write_assigned(SaCore *core, SaVm *vm, int home);
+void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle, const char *key,
+                          const char *name);
+/* The VM's lane, created when missing. */
+SaLane *sa_actuator_lane(SaCore *core, const char *key, const char *name);
+void sa_actuator_detach(SaCore *core, SaVm *vm);
+/* Replaces the lane's handle (a backend reported another one). */
+void sa_lane_set_handle(SaLane *lane, const SaBackendOps *ops, gpointer handle);
+/* The backend's handle for this VM (for main-thread callbacks such as threads_lost). */
+gpointer sa_lane_handle(const SaLane *lane);
+/* A command of this lane missed its deadline and has not answered yet. */
+bool sa_lane_is_stalled(const SaLane *lane);
+/* What the stalled command is ("pin", ...) and since when (g_get_real_time()). */
+const char *sa_lane_stalled_command(const SaLane *lane, gint64 *since_wall_us);
+
+/* ---- tick.c ---- */
+void sa_decision_free(gpointer decision);
+
+/* ---- status.c (the control socket's replies) ---- */
+char *sa_core_status_json(SaCore *core);
+char *sa_core_show_json(SaCore *core, const char *domain, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,261 @@
+/* softaffd — the VMs the backends reported: the table, their facts and their status. */
+#define G_LOG_DOMAIN "softaffd"
+
+#include "judge.h"
+
+#include <string.h>
+
+SaVmFacts *sa_vm_facts_new(const char *key, const char *name)
+{
+    SaVmFacts *f = g_new0(SaVmFacts, 1);
+    f->key = g_strdup(key);
+    f->name = g_strdup(name);
+    sa_metadata_init(&f->settings);
+    return f;
+}
+
+void sa_vm_facts_free(SaVmFacts *f)
+{
+    if (!f)
+        return;
+    g_free(f->key);
+    g_free(f->name);
+    if (f->vcpu_tids)
+        g_array_unref(f->vcpu_tids);
+    sa_cpuset_free(f->vcpu_cpuset);
+    if (f->vcpu_pins)
+        g_ptr_array_unref(f->vcpu_pins);
+    sa_cpuset_free(f->emulator_pin);
+    g_free(f->settings_error);
+    g_free(f);
+}
+
+const char *sa_vm_status_to_string(SaVmStatus status)
+{
+    switch (status) {
+    case SA_VM_MANAGED:
+        return "managed";
+    case SA_VM_UNMANAGED:
+        return "unmanaged";
+    case SA_VM_INVALID:
+        return "invalid";
+    }
+    return "unknown";
+}
+
+void sa_vm_reset_policy(SaVm *vm)
+{
+    sa_policy_vm_clear(&vm->pvm);
+    sa_policy_vm_init(&vm->pvm);
+    vm->pvm.name = vm->name;
+}
+
+static SaVm *vm_new(SaCore *core, const SaVmFacts *facts, const SaBackendOps *ops)
+{
+    SaVm *vm = g_new0(SaVm, 1);
+    vm->key = g_strdup(facts->key);
+    vm->name = g_strdup(facts->name);
+    vm->ops = ops;
+    vm->status = SA_VM_UNMANAGED;
+    vm->act.written_assigned = -1;
+    vm->decisions = g_queue_new();
+    sa_metadata_init(&vm->settings);
+    sa_vm_sampling_init(&vm->sampling);
+    sa_policy_vm_init(&vm->pvm);
+    vm->pvm.name = vm->name;
+    vm->lane = sa_actuator_lane(core, vm->key, vm->name);
+    return vm;
+}
+
+static void vm_free(SaVm *vm)
+{
+    sa_policy_vm_clear(&vm->pvm);
+    sa_vm_sampling_clear(&vm->sampling);
+    sa_vm_facts_free(vm->facts);
+    if (vm->vcpu_allowed)
+        g_ptr_array_unref(vm->vcpu_allowed);
+    sa_cpuset_free(vm->allowed);
+    sa_cpuset_free(vm->emulator_allowed);
+    g_queue_free_full(vm->decisions, sa_decision_free);
+    g_free(vm->status_reason);
+    g_free(vm->act.last_error);
+    g_free(vm->key);
+    g_free(vm->name);
+    g_free(vm);
+}
+
+SaVm *sa_core_lookup(const SaCore *core, const char *key)
+{
+    return g_hash_table_lookup(core->vms, key);
+}
+
+static gint compare_vm_names(gconstpointer a, gconstpointer b)
+{
+    const SaVm *va = *(SaVm *const *)a;
+    const SaVm *vb = *(SaVm *const *)b;
+    int c = g_strcmp0(va->name, vb->name);
+    return c ? c : g_strcmp0(va->key, vb->key);
+}
+
+GPtrArray *sa_core_sorted_vms(const SaCore *core)
+{
+    GPtrArray *vms = g_ptr_array_new();
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, core->vms);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        g_ptr_array_add(vms, value);
+    g_ptr_array_sort(vms, compare_vm_names);
+    return vms;
+}
+
+SaVm *sa_core_find(const SaCore *core, const char *key_or_name)
+{
+    SaVm *vm = sa_core_lookup(core, key_or_name);
+    if (vm)
+        return vm;
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, core->vms);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        if (g_strcmp0(((SaVm *)value)->name, key_or_name) == 0)
+            return value;
+    return NULL;
+}
+
+GPtrArray *sa_core_list_keys(SaCore *core, const SaBackendOps *ops)
+{
+    GPtrArray *keys = g_ptr_array_new_with_free_func(g_free);
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, core->vms);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        if (((SaVm *)value)->ops == ops)
+            g_ptr_array_add(keys, g_strdup(((SaVm *)value)->key));
+    return keys;
+}
+
+static void log_status(const SaVm *vm)
+{
+    const char *reason = vm->status_reason;
+    if (vm->status == SA_VM_INVALID)
+        g_warning("%s: invalid softaff settings, the VM runs unmanaged: %s", vm->name, reason);
+    else if (vm->status == SA_VM_UNMANAGED)
+        g_info("%s: unmanaged: %s", vm->name, reason);
+    else
+        g_info("%s: managed%s%s", vm->name, reason ? ": " : "", reason ? reason : "");
+}
+
+void sa_vm_set_status(SaCore *core, SaVm *vm, SaVmStatus status, const char *reason)
+{
+    bool same = vm->status == status && g_strcmp0(vm->status_reason, reason) == 0;
+    if (vm->status == SA_VM_MANAGED && status != SA_VM_MANAGED) {
+        sa_actuator_restore(core, vm);
+        sa_vm_reset_policy(vm);
+    }
+    if (status == SA_VM_MANAGED && vm->status != SA_VM_MANAGED)
+        vm->managed_since_us = g_get_real_time();
+    vm->status = status;
+    g_free(vm->status_reason);
+    vm->status_reason = g_strdup(reason);
+    if (!same)
+        log_status(vm);
+}
+
+void sa_core_remove(SaCore *core, SaVm *vm)
+{
+    sa_actuator_detach(core, vm);
+    g_hash_table_remove(core->vms, vm->key);
+    vm_free(vm);
+}
+
+bool sa_vm_is_stalled(const SaVm *vm)
+{
+    return vm->sampling.stopped || sa_lane_is_stalled(vm->lane);
+}
+
+/* A new process behind the same key (restarted VM): its threads and samples start over. */
+static bool process_changed(const SaVm *vm, const SaVmFacts *facts)
+{
+    const SaVmFacts *old = vm->facts;
+    if (!old || old->pid != facts->pid || old->n_vcpus != facts->n_vcpus)
+        return true;
+    if (!old->vcpu_tids != !facts->vcpu_tids)
+        return true;
+    return old->vcpu_tids && (old->vcpu_tids->len != facts->vcpu_tids->len ||
+                              memcmp(old->vcpu_tids->data, facts->vcpu_tids->data,
+                                     sizeof(pid_t) * facts->vcpu_tids->len) != 0);
+}
+
+static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
+{
+    vm->settings = j->settings;
+    vm->act.written_assigned = vm->settings.assigned;
+    sa_cpuset_free(vm->allowed);
+    vm->allowed = g_steal_pointer(&j->allowed);
+    if (vm->vcpu_allowed)
+        g_ptr_array_unref(vm->vcpu_allowed);
+    vm->vcpu_allowed = g_steal_pointer(&j->vcpu_allowed);
+    sa_cpuset_free(vm->emulator_allowed);
+    vm->emulator_allowed = g_steal_pointer(&j->emulator_allowed);
+    vm->permanent_error = false;
+    sa_vm_set_status(core, vm, j->status, j->reason);
+}
+
+void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVmFacts *facts)
+{
+    g_autoptr(SaVmFacts) owned = facts;
+    SaVm *vm = sa_core_lookup(core, facts->key);
+    if (!vm) {
+        vm = vm_new(core, facts, ops);
+        g_hash_table_insert(core->vms, vm->key, vm);
+        g_info("%s: found (%s, %u vCPUs)", facts->name, ops->name, facts->n_vcpus);
+    }
+    sa_lane_set_handle(vm->lane, ops, handle);
+    if (g_strcmp0(vm->name, facts->name) != 0) {
+        g_free(vm->name);
+        vm->name = g_strdup(facts->name);
+        vm->pvm.name = vm->name;
+    }
+    if (process_changed(vm, facts))
+        vm->sampling.stale = true;
+    sa_vm_facts_free(vm->facts);
+    vm->facts = g_steal_pointer(&owned);
+    vm->pvm.memory_bytes = vm->facts->memory_bytes;
+
+    SaJudgement j;
+    sa_judge_vm(vm->facts, core->cfg, core->topo->online,
+                ops->settings_name ? ops->settings_name : "softaff settings", &j);
+    apply_judgement(core, vm, &j);
+    sa_judgement_clear(&j);
+}
+
+void sa_core_discover(SaCore *core, const SaBackendOps *ops, gpointer handle, const char *key,
+                      const char *name)
+{
+    sa_actuator_discover(core, ops, handle, key, name);
+}
+
+void sa_core_forget(SaCore *core, const char *key, const char *why)
+{
+    SaVm *vm = sa_core_lookup(core, key);
+    if (!vm)
+        return;
+    g_info("%s: %s; forgotten", vm->name, why);
+    sa_core_remove(core, vm);
+}
+
+const SaConfig *sa_core_config(const SaCore *core)
+{
+    return core->cfg;
+}
+
+const SaTopology *sa_core_topology(const SaCore *core)
+{
+    return core->topo;
+}
+
+bool sa_core_is_stopping(const SaCore *core)
+{
+    return core->stopping;
+}

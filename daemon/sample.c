@@ -1,0 +1,232 @@
+/* softaffd — sampling: the host's CPU utilization and each managed VM's vCPU threads. */
+#define G_LOG_DOMAIN "softaffd"
+
+#include <errno.h>
+#include <string.h>
+
+#include "core-private.h"
+#include "sa-error.h"
+#include "sa-paths.h"
+
+void sa_vm_sampling_init(SaVmSampling *s)
+{
+    *s = (SaVmSampling){0};
+    s->threads = g_ptr_array_new_with_free_func((GDestroyNotify)sa_thread_sampler_free);
+    s->prev = g_array_new(FALSE, TRUE, sizeof(SaThreadSample));
+    s->deltas = g_array_new(FALSE, TRUE, sizeof(SaVcpuSample));
+    s->stale = true;
+}
+
+void sa_vm_sampling_clear(SaVmSampling *s)
+{
+    g_clear_pointer(&s->threads, g_ptr_array_unref);
+    g_clear_pointer(&s->prev, g_array_unref);
+    g_clear_pointer(&s->deltas, g_array_unref);
+}
+
+void sa_core_sample_host(SaCore *core)
+{
+    g_autoptr(GError) error = NULL;
+    if (!sa_stat_sampler_sample(core->stat, core->loads, &error)) {
+        g_warning("cannot sample CPU utilization: %s", error->message);
+        g_array_set_size(core->loads, 0);
+    }
+    int max_cpu = -1;
+    for (guint i = 0; i < core->loads->len; i++)
+        max_cpu = MAX(max_cpu, g_array_index(core->loads, SaCpuLoad, i).cpu);
+    if ((guint)(max_cpu + 1) != core->n_cpu_busy) {
+        g_free(core->cpu_busy);
+        core->n_cpu_busy = (guint)(max_cpu + 1);
+        core->cpu_busy = g_new0(double, MAX(core->n_cpu_busy, 1));
+    }
+    memset(core->cpu_busy, 0, sizeof(double) * core->n_cpu_busy);
+    for (guint i = 0; i < core->loads->len; i++) {
+        const SaCpuLoad *l = &g_array_index(core->loads, SaCpuLoad, i);
+        core->cpu_busy[l->cpu] = l->busy;
+    }
+}
+
+/* "CPU 3/KVM", "CPU 3/TCG" */
+static bool parse_vcpu_comm(const char *comm, guint *vcpu)
+{
+    if (!g_str_has_prefix(comm, "CPU "))
+        return false;
+    const char *p = comm + 4;
+    char *end = NULL;
+    errno = 0;
+    guint64 v = g_ascii_strtoull(p, &end, 10);
+    if (errno || end == p || *end != '/' || v > SA_CPUSET_MAX)
+        return false;
+    *vcpu = (guint)v;
+    return true;
+}
+
+/* The sampler of a thread, if it is vCPU n_vcpus > *vcpu of the process. */
+static SaThreadSampler *vcpu_sampler(pid_t pid, pid_t tid, guint n_vcpus, guint *vcpu)
+{
+    g_autoptr(SaThreadSampler) t = sa_thread_sampler_new(pid, tid, NULL);
+    SaThreadSample s;
+    if (!t || !sa_thread_sampler_read(t, &s, NULL))
+        return NULL; /* the thread exited meanwhile */
+    if (!parse_vcpu_comm(s.comm, vcpu) || *vcpu >= n_vcpus)
+        return NULL;
+    return g_steal_pointer(&t);
+}
+
+/* Finds the threads named "CPU N/..." in the process. */
+static guint scan_by_name(SaVmSampling *s, pid_t pid, guint n_vcpus, GError **error)
+{
+    g_autoptr(GArray) tids = sa_process_list_threads(pid, error);
+    if (!tids)
+        return 0;
+    guint found = 0;
+    for (guint i = 0; i < tids->len; i++) {
+        guint vcpu;
+        SaThreadSampler *t = vcpu_sampler(pid, g_array_index(tids, pid_t, i), n_vcpus, &vcpu);
+        if (t && g_ptr_array_index(s->threads, vcpu) == NULL) {
+            g_ptr_array_index(s->threads, vcpu) = t;
+            found++;
+        } else {
+            sa_thread_sampler_free(t);
+        }
+    }
+    if (found == 0)
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT,
+                    "no vCPU threads (named 'CPU N/KVM' or 'CPU N/TCG') in process %d", pid);
+    return found;
+}
+
+/* Opens the thread ids the backend reported. */
+static guint open_reported(SaVmSampling *s, pid_t pid, const GArray *tids, GError **error)
+{
+    guint found = 0;
+    for (guint i = 0; i < tids->len && i < s->threads->len; i++) {
+        pid_t tid = g_array_index(tids, pid_t, i);
+        SaThreadSampler *t = tid > 0 ? sa_thread_sampler_new(pid, tid, NULL) : NULL;
+        g_ptr_array_index(s->threads, i) = t;
+        found += t != NULL;
+    }
+    if (found == 0)
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT,
+                    "none of the vCPU threads QEMU reported exists in process %d", pid);
+    return found;
+}
+
+static bool find_threads(SaVm *vm, GError **error)
+{
+    SaVmSampling *s = &vm->sampling;
+    const SaVmFacts *f = vm->facts;
+    g_ptr_array_set_size(s->threads, 0);
+    g_ptr_array_set_size(s->threads, f->n_vcpus);
+    g_array_set_size(s->prev, f->n_vcpus);
+    g_array_set_size(s->deltas, f->n_vcpus);
+    s->have_prev = false;
+    s->lost_reported = false;
+    guint found = f->vcpu_tids ? open_reported(s, f->pid, f->vcpu_tids, error)
+                               : scan_by_name(s, f->pid, f->n_vcpus, error);
+    s->stale = found == 0;
+    return found > 0;
+}
+
+/* The vCPU threads of a reported list went away: the backend must tell the new ones. */
+static void threads_lost(SaVm *vm)
+{
+    SaVmSampling *s = &vm->sampling;
+    if (!vm->facts->vcpu_tids) {
+        s->stale = true;
+        return;
+    }
+    if (!s->lost_reported && vm->ops->threads_lost) {
+        s->lost_reported = true;
+        vm->ops->threads_lost(sa_lane_handle(vm->lane));
+    }
+}
+
+/* A VM whose vCPUs may run only at home needs no last CPU per vCPU: the policy counts a vCPU of
+ * unknown CPU at home, which is where it ran. Skipping /proc/.../stat halves the reads. */
+static bool needs_last_cpu(const SaCore *core, const SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    if (core->dry_run || !st->placed || !st->vcpus || st->home < 0 || !vm->act.touched ||
+        vm->act.applied != vm->act.decided)
+        return true;
+    int idx = sa_topology_find_partition(core->topo, (guint)st->home);
+    if (idx < 0)
+        return true;
+    const SaPartition *home = g_ptr_array_index(core->topo->partitions, idx);
+    return !sa_cpuset_is_subset(st->vcpus, home->cpus);
+}
+
+static bool read_vcpu(SaThreadSampler *t, bool full, SaThreadSample *cur)
+{
+    *cur = (SaThreadSample){.last_cpu = -1};
+    if (!t)
+        return false;
+    return full ? sa_thread_sampler_read(t, cur, NULL)
+                : sa_thread_sampler_read_times(t, &cur->run_ns, &cur->delay_ns, NULL);
+}
+
+/* The process state letter of /proc/PID/stat ('R', 'S', 'T' stopped, ...), 0 when unreadable. */
+static char process_state(pid_t pid)
+{
+    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    const char *end = strrchr(text, ')');
+    return end && end[1] == ' ' ? end[2] : 0;
+}
+
+/* A VM whose vCPUs neither ran nor waited may be stopped (SIGSTOP): then its hypervisor will
+ * not answer either. Checked only for such VMs, so it costs nothing in the common case. */
+static void check_stopped(SaVm *vm, guint64 run_and_wait)
+{
+    SaVmSampling *s = &vm->sampling;
+    char state = run_and_wait == 0 ? process_state(vm->facts->pid) : 'R';
+    bool stopped = state == 'T' || state == 't';
+    if (stopped == s->stopped)
+        return;
+    s->stopped = stopped;
+    if (stopped) {
+        s->stopped_since = g_get_real_time();
+        g_warning("%s: QEMU process %d is stopped: stalled, no command is sent to it until it "
+                  "runs again; every other VM goes on",
+                  vm->name, vm->facts->pid);
+    } else {
+        g_info("%s: QEMU process %d runs again", vm->name, vm->facts->pid);
+    }
+}
+
+bool sa_core_sample_vm(SaCore *core, SaVm *vm)
+{
+    SaVmSampling *s = &vm->sampling;
+    if (s->stale) {
+        g_autoptr(GError) error = NULL;
+        if (!find_threads(vm, &error)) {
+            g_debug("%s: %s", vm->name, error->message);
+            return false;
+        }
+    }
+    bool have_prev = s->have_prev, full = needs_last_cpu(core, vm);
+    guint64 run_and_wait = 0;
+    for (guint i = 0; i < s->threads->len; i++) {
+        SaThreadSample *prev = &g_array_index(s->prev, SaThreadSample, i);
+        SaVcpuSample *delta = &g_array_index(s->deltas, SaVcpuSample, i);
+        SaThreadSample cur;
+        if (!read_vcpu(g_ptr_array_index(s->threads, i), full, &cur)) {
+            /* A vCPU thread went away (unplug, VM stopping): find them again. */
+            threads_lost(vm);
+            *delta = (SaVcpuSample){.last_cpu = -1};
+            continue;
+        }
+        delta->run_ns = cur.run_ns >= prev->run_ns ? cur.run_ns - prev->run_ns : 0;
+        delta->delay_ns = cur.delay_ns >= prev->delay_ns ? cur.delay_ns - prev->delay_ns : 0;
+        delta->last_cpu = cur.last_cpu;
+        run_and_wait += delta->run_ns + delta->delay_ns;
+        *prev = cur;
+    }
+    s->have_prev = true;
+    if (have_prev)
+        check_stopped(vm, run_and_wait);
+    return have_prev;
+}

@@ -1,0 +1,246 @@
+/* softaffd — the control socket's replies: the status of every VM and partition, one VM. */
+#define G_LOG_DOMAIN "softaffd"
+
+#include <json-c/json.h>
+
+#include "core-private.h"
+#include "sa-config-defs.h"
+#include "sa-error.h"
+
+static json_object *json_cpuset(const SaCpuSet *set)
+{
+    if (!set)
+        return NULL;
+    g_autofree char *text = sa_cpuset_format(set);
+    return json_object_new_string(text);
+}
+
+static json_object *json_time(gint64 wall_us)
+{
+    g_autoptr(GDateTime) t = g_date_time_new_from_unix_utc(wall_us / G_USEC_PER_SEC);
+    if (!t)
+        return NULL;
+    g_autofree char *s = g_date_time_format_iso8601(t);
+    return json_object_new_string(s);
+}
+
+static char *to_line(json_object *o)
+{
+    char *line = g_strdup_printf(
+        "%s\n",
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+    return line;
+}
+
+/* home, burst, stalled, unmanaged, invalid, managed (not placed yet) */
+static const char *vm_state(const SaVm *vm)
+{
+    if (vm->status != SA_VM_MANAGED)
+        return sa_vm_status_to_string(vm->status);
+    if (sa_vm_is_stalled(vm))
+        return "stalled";
+    if (vm->pvm.st.placed)
+        return sa_vm_state_to_string(vm->pvm.st.state);
+    return "managed";
+}
+
+/* {"since", "command", "seconds"} for a stalled VM, else NULL. */
+static json_object *stalled_json(const SaVm *vm)
+{
+    gint64 since = 0;
+    const char *command = sa_lane_stalled_command(vm->lane, &since);
+    if (!command && vm->sampling.stopped) {
+        command = "none (QEMU process stopped)";
+        since = vm->sampling.stopped_since;
+    }
+    if (!command || vm->status != SA_VM_MANAGED)
+        return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "since", json_time(since));
+    json_object_object_add(o, "command", json_object_new_string(command));
+    json_object_object_add(o, "seconds", json_object_new_double((g_get_real_time() - since) / 1e6));
+    return o;
+}
+
+static void add_settings(json_object *o, const SaCore *core, const SaVm *vm)
+{
+    const SaMetadata *md = &vm->settings;
+    json_object_object_add(o, "mode", json_object_new_string(sa_mode_to_string(md->mode)));
+    json_object_object_add(o, "preferred",
+                           md->preferred >= 0 ? json_object_new_int(md->preferred)
+                                              : json_object_new_string("auto"));
+    int softness = md->softness >= 0 ? md->softness : (int)core->cfg->policy.softness;
+    json_object_object_add(o, "softness", json_object_new_int(softness));
+}
+
+static void add_placement(json_object *o, const SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    bool managed = vm->status == SA_VM_MANAGED;
+    json_object_object_add(o, "home",
+                           managed && st->home >= 0 ? json_object_new_int(st->home) : NULL);
+    json_object_object_add(o, "vcpu_count", json_object_new_int((int)vm->facts->n_vcpus));
+    json_object_object_add(o, "allowed", json_cpuset(vm->allowed));
+    json_object_object_add(o, "vcpus", managed ? json_cpuset(st->vcpus) : NULL);
+    json_object_object_add(o, "emulator", managed ? json_cpuset(st->emulator) : NULL);
+    json_object *visited = json_object_new_array();
+    for (guint i = 0; managed && st->visited && i < st->visited->len; i++)
+        json_object_array_add(visited,
+                              json_object_new_int((int)g_array_index(st->visited, guint, i)));
+    json_object_object_add(o, "visiting", visited);
+}
+
+static void add_stats(json_object *o, const SaVm *vm)
+{
+    const SaVmStats *s = &vm->stats;
+    json_object_object_add(
+        o, "home_share",
+        s->run_ns_total ? json_object_new_double((double)s->run_ns_home / (double)s->run_ns_total)
+                        : NULL);
+    json_object_object_add(o, "bursts", json_object_new_uint64(s->bursts));
+    json_object_object_add(o, "retreats", json_object_new_uint64(s->retreats));
+    json_object_object_add(o, "changes", json_object_new_uint64(s->changes));
+    json_object_object_add(o, "run_delay_cpus", json_object_new_double(s->run_delay_now));
+    json_object_object_add(o, "run_delay_seconds_total",
+                           json_object_new_double(s->delay_ns_total / 1e9));
+    json_object_object_add(o, "run_seconds_total", json_object_new_double(s->run_ns_total / 1e9));
+    json_object_object_add(o, "seconds_home", json_object_new_double(s->seconds_home));
+    json_object_object_add(o, "seconds_burst", json_object_new_double(s->seconds_burst));
+}
+
+static void add_threads(json_object *o, const SaVm *vm)
+{
+    json_object_object_add(o, "pid",
+                           vm->facts->pid > 0 ? json_object_new_int(vm->facts->pid) : NULL);
+    json_object *threads = json_object_new_array();
+    const GPtrArray *samplers = vm->sampling.threads;
+    for (guint i = 0; i < samplers->len; i++) {
+        SaThreadSampler *t = g_ptr_array_index(samplers, i);
+        json_object_array_add(threads, t ? json_object_new_int(sa_thread_sampler_tid(t)) : NULL);
+    }
+    json_object_object_add(o, "vcpu_tids", threads);
+}
+
+static json_object *vm_json(const SaCore *core, const SaVm *vm)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "name", json_object_new_string(vm->name));
+    json_object_object_add(o, "uuid", json_object_new_string(vm->key));
+    json_object_object_add(o, "backend", json_object_new_string(vm->ops->name));
+    json_object_object_add(o, "state", json_object_new_string(vm_state(vm)));
+    json_object_object_add(o, "reason",
+                           vm->status_reason ? json_object_new_string(vm->status_reason) : NULL);
+    json_object_object_add(o, "stalled", stalled_json(vm));
+    add_settings(o, core, vm);
+    add_placement(o, vm);
+    add_stats(o, vm);
+    add_threads(o, vm);
+    return o;
+}
+
+static json_object *daemon_json(const SaCore *core)
+{
+    json_object *daemon = json_object_new_object();
+    json_object_object_add(daemon, "version", json_object_new_string(SA_VERSION));
+    json_object_object_add(daemon, "started", json_time(core->started_us));
+    json_object_object_add(daemon, "ticks", json_object_new_uint64(core->ticks));
+    json_object_object_add(daemon, "interval_ms", json_object_new_int((int)core->cfg->interval_ms));
+    json_object_object_add(daemon, "layout",
+                           json_object_new_string(sa_layout_to_string(core->topo->layout)));
+    json_object_object_add(daemon, "dry_run", json_object_new_boolean(core->dry_run));
+    json_object_object_add(daemon, "stopping", json_object_new_boolean(core->stopping));
+    json_object_object_add(daemon, "tick_cpu_ms", json_object_new_double(core->last_tick_cpu_ms));
+    json_object_object_add(daemon, "commands_running", json_object_new_int((int)core->running));
+    return daemon;
+}
+
+/* The names of the managed VMs whose home is, or who visit, partition id. */
+static void partition_vms(const GPtrArray *vms, guint id, json_object *homes, json_object *visitors)
+{
+    for (guint i = 0; i < vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(vms, i);
+        const SaVmPolicyState *st = &vm->pvm.st;
+        if (vm->status != SA_VM_MANAGED || !st->placed)
+            continue;
+        if (st->home == (int)id)
+            json_object_array_add(homes, json_object_new_string(vm->name));
+        for (guint k = 0; st->visited && k < st->visited->len; k++)
+            if (g_array_index(st->visited, guint, k) == id)
+                json_object_array_add(visitors, json_object_new_string(vm->name));
+    }
+}
+
+static json_object *partition_json(const SaCore *core, guint p, const GPtrArray *vms)
+{
+    const SaPartition *part = g_ptr_array_index(core->topo->partitions, p);
+    const SaPartitionUsage *u = &core->usage[p];
+    guint ncpu = sa_cpuset_count(part->cpus);
+    json_object *jp = json_object_new_object();
+    json_object_object_add(jp, "id", json_object_new_int((int)part->id));
+    json_object_object_add(jp, "cpus", json_cpuset(part->cpus));
+    json_object_object_add(jp, "cpu_count", json_object_new_int((int)ncpu));
+    json_object_object_add(jp, "owners", json_object_new_double(u->owners));
+    json_object_object_add(jp, "visitors", json_object_new_double(u->visitors));
+    json_object_object_add(jp, "unmanaged", json_object_new_double(u->unmanaged));
+    json_object_object_add(
+        jp, "utilization",
+        json_object_new_double(ncpu ? (u->owners + u->visitors + u->unmanaged) / ncpu : 0));
+    json_object_object_add(jp, "owner_vcpus", json_object_new_int((int)u->owner_vcpus));
+    json_object *homes = json_object_new_array();
+    json_object *visitors = json_object_new_array();
+    partition_vms(vms, part->id, homes, visitors);
+    json_object_object_add(jp, "home_vms", homes);
+    json_object_object_add(jp, "visitor_vms", visitors);
+    return jp;
+}
+
+char *sa_core_status_json(SaCore *core)
+{
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "ok", json_object_new_boolean(1));
+    json_object_object_add(root, "daemon", daemon_json(core));
+    g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
+    json_object *jvms = json_object_new_array();
+    for (guint i = 0; i < vms->len; i++)
+        json_object_array_add(jvms, vm_json(core, g_ptr_array_index(vms, i)));
+    json_object_object_add(root, "vms", jvms);
+    json_object *parts = json_object_new_array();
+    for (guint p = 0; p < core->topo->partitions->len; p++)
+        json_object_array_add(parts, partition_json(core, p, vms));
+    json_object_object_add(root, "partitions", parts);
+    return to_line(root);
+}
+
+static json_object *decisions_json(const SaVm *vm)
+{
+    json_object *decisions = json_object_new_array();
+    for (GList *l = vm->decisions->head; l; l = l->next) {
+        const SaDecision *dec = l->data;
+        json_object *jd = json_object_new_object();
+        json_object_object_add(jd, "time", json_time(dec->wall_us));
+        json_object_object_add(jd, "state",
+                               json_object_new_string(sa_vm_state_to_string(dec->state)));
+        json_object_object_add(jd, "home", json_object_new_int(dec->home));
+        json_object_object_add(jd, "vcpus", json_object_new_string(dec->vcpus));
+        json_object_object_add(jd, "reason", json_object_new_string(dec->reason));
+        json_object_array_add(decisions, jd);
+    }
+    return decisions;
+}
+
+char *sa_core_show_json(SaCore *core, const char *domain, GError **error)
+{
+    SaVm *vm = sa_core_find(core, domain);
+    if (!vm) {
+        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
+                    "no running VM named \"%s\" is known to softaffd", domain);
+        return NULL;
+    }
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "ok", json_object_new_boolean(1));
+    json_object *o = vm_json(core, vm);
+    json_object_object_add(o, "decisions", decisions_json(vm));
+    json_object_object_add(root, "vm", o);
+    return to_line(root);
+}

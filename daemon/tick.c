@@ -1,0 +1,172 @@
+/* softaffd — one tick: sample the host and the managed VMs, run the policy, count, and queue
+ * what changed. Nothing here waits: commands run on the actuator's workers. */
+#define G_LOG_DOMAIN "softaffd"
+
+#include <time.h>
+
+#include "core-private.h"
+#include "sa-metrics.h"
+
+void sa_decision_free(gpointer p)
+{
+    SaDecision *dec = p;
+    if (!dec)
+        return;
+    g_free(dec->vcpus);
+    g_free(dec->reason);
+    g_free(dec);
+}
+
+static void record_decision(SaVm *vm, const char *vcpus)
+{
+    SaDecision *dec = g_new0(SaDecision, 1);
+    dec->wall_us = g_get_real_time();
+    dec->state = vm->pvm.st.state;
+    dec->home = vm->pvm.st.home;
+    dec->vcpus = g_strdup(vcpus);
+    dec->reason = g_strdup(vm->pvm.reason);
+    g_queue_push_tail(vm->decisions, dec);
+    while (g_queue_get_length(vm->decisions) > SA_VM_MAX_DECISIONS)
+        sa_decision_free(g_queue_pop_head(vm->decisions));
+}
+
+/* The policy's inputs for one managed VM. */
+static void policy_input(SaVm *vm, bool have_interval)
+{
+    SaPolicyVm *p = &vm->pvm;
+    p->name = vm->name;
+    p->mode = vm->settings.mode;
+    p->preferred = vm->settings.preferred;
+    p->assigned = vm->settings.assigned;
+    p->softness = vm->settings.softness;
+    p->allowed = vm->allowed;
+    p->n_vcpus = vm->facts->n_vcpus;
+    p->memory_bytes = vm->facts->memory_bytes;
+    p->vcpu_samples = have_interval ? &g_array_index(vm->sampling.deltas, SaVcpuSample, 0) : NULL;
+}
+
+/* Samples every managed VM, in a stable order (homes chosen in one tick are deterministic). */
+static GPtrArray *sample_managed(SaCore *core)
+{
+    g_autoptr(GPtrArray) all = sa_core_sorted_vms(core);
+    GPtrArray *managed = g_ptr_array_new();
+    for (guint k = 0; k < all->len; k++) {
+        SaVm *vm = g_ptr_array_index(all, k);
+        if (vm->status != SA_VM_MANAGED)
+            continue;
+        policy_input(vm, sa_core_sample_vm(core, vm));
+        g_ptr_array_add(managed, vm);
+    }
+    return managed;
+}
+
+static void run_policy(SaCore *core, GPtrArray *managed, guint64 interval_ns, gint64 now_us)
+{
+    g_autoptr(GPtrArray) pvms = g_ptr_array_sized_new(managed->len);
+    for (guint i = 0; i < managed->len; i++)
+        g_ptr_array_add(pvms, &((SaVm *)g_ptr_array_index(managed, i))->pvm);
+    SaPolicyHost host = {
+        .topo = core->topo,
+        .cpu_busy = core->cpu_busy,
+        .n_cpu_busy = core->n_cpu_busy,
+        .interval_ns = interval_ns,
+        .now_ms = now_us / 1000,
+    };
+    sa_policy_tick(&core->cfg->policy, &host, (SaPolicyVm *const *)pvms->pdata, pvms->len,
+                   core->usage);
+}
+
+/* Time at home and away, run time and how much of it ran on the home partition. */
+static void account_vm(SaCore *core, SaVm *vm, guint64 interval_ns)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    SaVmStats *s = &vm->stats;
+    double seconds = interval_ns / 1e9;
+    if (st->state == SA_STATE_BURST)
+        s->seconds_burst += seconds;
+    else
+        s->seconds_home += seconds;
+    s->bursts += vm->pvm.bursts;
+    s->retreats += vm->pvm.retreats;
+    s->changes += vm->pvm.changed;
+    s->run_delay_now = 0;
+    if (!vm->pvm.vcpu_samples)
+        return;
+    int home = st->home >= 0 ? sa_topology_find_partition(core->topo, (guint)st->home) : -1;
+    guint64 delay = 0;
+    for (guint i = 0; i < vm->pvm.n_vcpus; i++) {
+        const SaVcpuSample *v = &vm->pvm.vcpu_samples[i];
+        s->run_ns_total += v->run_ns;
+        delay += v->delay_ns;
+        if (home >= 0 && sa_policy_run_partition(core->topo, v->last_cpu, home) == home)
+            s->run_ns_home += v->run_ns;
+    }
+    s->delay_ns_total += delay;
+    s->run_delay_now = interval_ns ? (double)delay / (double)interval_ns : 0;
+}
+
+/* Logs and keeps a new decision; queues the commands it needs unless the VM is stalled. */
+static void act_on_decision(SaCore *core, SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    SaVmActuation *a = &vm->act;
+    if (vm->pvm.changed) {
+        g_autofree char *vcpus = sa_cpuset_format(st->vcpus);
+        g_info("%s: %s%s -> vCPUs %s (home %d, %s)", vm->name, core->dry_run ? "[dry-run] " : "",
+               vm->pvm.reason, vcpus, st->home, sa_vm_state_to_string(st->state));
+        record_decision(vm, vcpus);
+        a->decided++;
+    }
+    if (core->dry_run) {
+        a->applied = a->decided;
+        return;
+    }
+    if (sa_vm_is_stalled(vm))
+        return;
+    if (a->applied < a->decided && a->outstanding < a->decided)
+        sa_actuator_pin(core, vm);
+    /* The home chosen for preferred="auto" is kept in the live settings. */
+    if (vm->pvm.preferred < 0 && st->home >= 0 && st->home != a->written_assigned &&
+        !a->assigned_pending)
+        sa_actuator_write_assigned(core, vm, st->home);
+}
+
+static void write_metrics(SaCore *core)
+{
+    const SaConfig *cfg = core->cfg;
+    if (!cfg->metrics_textfile || core->dry_run || core->ticks % cfg->metrics_every != 0)
+        return;
+    g_autoptr(GError) error = NULL;
+    bool ok = sa_metrics_write(core, cfg->metrics_textfile, &error);
+    if (!ok && !core->metrics_failing)
+        g_warning("metrics: %s", error->message);
+    core->metrics_failing = !ok;
+}
+
+static double process_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void sa_core_tick(SaCore *core)
+{
+    if (core->stopping)
+        return;
+    double cpu0 = process_cpu_ms();
+    gint64 now = g_get_monotonic_time();
+    guint64 interval_ns = (guint64)MAX(now - core->last_sample_us, 1) * 1000;
+    core->last_sample_us = now;
+    core->ticks++;
+    sa_core_sample_host(core);
+
+    g_autoptr(GPtrArray) managed = sample_managed(core);
+    run_policy(core, managed, interval_ns, now);
+    for (guint i = 0; i < managed->len; i++)
+        account_vm(core, g_ptr_array_index(managed, i), interval_ns);
+    for (guint i = 0; i < managed->len; i++)
+        act_on_decision(core, g_ptr_array_index(managed, i));
+    write_metrics(core);
+    core->last_tick_cpu_ms = process_cpu_ms() - cpu0;
+}
