@@ -54,14 +54,6 @@ char *sa_proc_path(const char *fmt, ...)
     return path;
 }
 
-bool sa_sysfs_is_redirected(void)
-{
-    const char *root = root_from_env("SOFTAFF_SYSFS_ROOT", "/sys");
-    g_autofree char *canon = g_canonicalize_filename(root, "/");
-
-    return strcmp(canon, "/sys") != 0;
-}
-
 char *sa_read_file(const char *path, gsize *len, GError **error)
 {
     g_autoptr(GError) local = NULL;

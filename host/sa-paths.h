@@ -12,8 +12,6 @@ G_BEGIN_DECLS
 char *sa_sysfs_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 /* "$SOFTAFF_PROC_ROOT/<rel>" (default "/proc"). */
 char *sa_proc_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-/* true when SOFTAFF_SYSFS_ROOT points somewhere other than /sys (fixtures: libnuma is bypassed). */
-bool sa_sysfs_is_redirected(void);
 
 /* Reads a whole small file; on error the message names the path. */
 char *sa_read_file(const char *path, gsize *len, GError **error);

@@ -76,31 +76,37 @@ bool sa_schedstat_parse(const char *buf, guint64 *run_ns, guint64 *delay_ns, GEr
     return true;
 }
 
-bool sa_thread_stat_parse(const char *buf, char *comm, gsize comm_size, int *last_cpu,
-                          GError **error)
+/* Finds comm in "<pid> (<comm>) ...": the first '(' after the pid and its only space, and the
+ * last ')' (comm itself may hold spaces and ')'). */
+static bool stat_comm_bounds(const char *buf, const char **open_paren, const char **close_paren,
+                             GError **error)
 {
-    const char *open_paren, *close_paren, *p;
-    guint field = 2; /* the field that ends at close_paren */
-    gint64 cpu = -1;
+    const char *p;
 
-    g_return_val_if_fail(buf != NULL, false);
-    open_paren = strchr(buf, '(');
-    close_paren = strrchr(buf, ')');
-    /* "<pid> (" : digits, one space, then the parenthesis. */
-    for (p = buf; p < open_paren && g_ascii_isdigit(*p); p++)
+    *open_paren = strchr(buf, '(');
+    *close_paren = strrchr(buf, ')');
+    for (p = buf; p < *open_paren && g_ascii_isdigit(*p); p++)
         ;
-    if (open_paren == NULL || close_paren == NULL || close_paren < open_paren || p == buf ||
-        p + 1 != open_paren || *p != ' ') {
+    if (*open_paren == NULL || *close_paren == NULL || *close_paren < *open_paren || p == buf ||
+        p + 1 != *open_paren || *p != ' ') {
         g_autofree char *shown = shown_text(buf);
 
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "stat \"%s\": no \"pid (comm)\" at the start",
                     shown);
         return false;
     }
+    return true;
+}
 
-    /* Fields after the last ')': comm itself may hold spaces and ')'. */
-    p = close_paren + 1;
+/* The processor field (STAT_PROCESSOR_FIELD), counting the fields that follow comm (p: just
+ * after its closing ')', which ends field 2). */
+static bool stat_processor(const char *buf, const char *p, gint64 *cpu, GError **error)
+{
+    g_autofree char *shown = NULL;
+    guint field = 2;
+
     while (*p != '\0' && field < STAT_PROCESSOR_FIELD) {
+        g_autofree char *word = NULL;
         const char *start;
 
         while (*p == ' ')
@@ -110,28 +116,34 @@ bool sa_thread_stat_parse(const char *buf, char *comm, gsize comm_size, int *las
         start = p;
         while (*p != '\0' && *p != ' ' && *p != '\n')
             p++;
-        field++;
-        if (field == STAT_PROCESSOR_FIELD) {
-            g_autofree char *word = g_strndup(start, (gsize)(p - start));
-
-            if (!g_ascii_string_to_signed(word, 10, 0, G_MAXINT, &cpu, NULL)) {
-                g_autofree char *shown = shown_text(buf);
-
-                g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                            "stat \"%s\": field %d (processor) \"%s\" is not a CPU number", shown,
-                            STAT_PROCESSOR_FIELD, word);
-                return false;
-            }
-        }
-    }
-    if (field < STAT_PROCESSOR_FIELD) {
-        g_autofree char *shown = shown_text(buf);
-
+        if (++field < STAT_PROCESSOR_FIELD)
+            continue;
+        word = g_strndup(start, (gsize)(p - start));
+        if (g_ascii_string_to_signed(word, 10, 0, G_MAXINT, cpu, NULL))
+            return true;
+        shown = shown_text(buf);
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                    "stat \"%s\": %u fields, the processor is field %d", shown, field,
-                    STAT_PROCESSOR_FIELD);
+                    "stat \"%s\": field %d (processor) \"%s\" is not a CPU number", shown,
+                    STAT_PROCESSOR_FIELD, word);
         return false;
     }
+    shown = shown_text(buf);
+    g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                "stat \"%s\": %u fields, the processor is field %d", shown, field,
+                STAT_PROCESSOR_FIELD);
+    return false;
+}
+
+bool sa_thread_stat_parse(const char *buf, char *comm, gsize comm_size, int *last_cpu,
+                          GError **error)
+{
+    const char *open_paren, *close_paren;
+    gint64 cpu = -1;
+
+    g_return_val_if_fail(buf != NULL, false);
+    if (!stat_comm_bounds(buf, &open_paren, &close_paren, error) ||
+        !stat_processor(buf, close_paren + 1, &cpu, error))
+        return false;
     if (comm != NULL && comm_size > 0) {
         gsize len = MIN((gsize)(close_paren - open_paren - 1), comm_size - 1);
 

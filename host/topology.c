@@ -1,7 +1,9 @@
 /* softaff — the host's partitions: NUMA nodes, last-level caches or custom CPU sets.
  *
- * Everything is read through sa_sysfs_path() and host/sa-numa.h, so the same code runs against
- * the real /sys and against the fixture trees in tests/data.
+ * Everything is read from sysfs through sa_sysfs_path() (node facts through host/sa-numa.h,
+ * which reads devices/system/node), so the same code runs against the real /sys and against
+ * the fixture trees in tests/data. A kernel without NUMA support (no devices/system/node) gives
+ * one node 0 holding every online CPU, its memory unknown, and says so in topo->note.
  *
  * node:   one partition per NUMA node that lists at least one CPU (a node whose CPUs are all
  *         offline is a partition with no CPU; a memory-only node is not a partition).
@@ -11,7 +13,8 @@
  *         describes no unified cache at all (many VMs have no cpuN/cache directories) is an
  *         error naming the directory: a guessed cache domain would give ids that mean nothing.
  * custom: the ';'-separated cpulists of [partitions] custom, ids 0, 1, ...
- * Distances between partitions come from their nodes (10 within one node, 255 without a node). */
+ * Distances between partitions come from their nodes: SA_DISTANCE_LOCAL within one node,
+ * SA_DISTANCE_UNKNOWN to or from a partition without a node. */
 #define G_LOG_DOMAIN "softaff-topology"
 
 #include "sa-topology.h"
@@ -21,9 +24,6 @@
 #include "sa-numa.h"
 #include "sa-error.h"
 #include "sa-paths.h"
-
-#define SA_DISTANCE_LOCAL 10u
-#define SA_DISTANCE_NONE 255u
 
 static const char *const layout_names[] = {
     [SA_LAYOUT_NODE] = "node",
@@ -105,7 +105,47 @@ static int compare_partition_ids(gconstpointer a, gconstpointer b)
 
 /* ---- nodes ---- */
 
-/* The CPU numbers the kernel lists for each node, before intersecting with the online set. */
+/* A kernel without NUMA support: one node 0 holds every online CPU, SA_DISTANCE_LOCAL from
+ * itself, its memory unknown (0); why is said in topo->note. */
+static void load_single_node(SaTopology *topo, GPtrArray *listed, const char *why)
+{
+    SaNode *node = g_new0(SaNode, 1);
+
+    node->cpus = sa_cpuset_copy(topo->online);
+    g_ptr_array_add(topo->nodes, node);
+    g_ptr_array_add(listed, sa_cpuset_copy(topo->online));
+    topo->node_distance = g_new(guint, 1);
+    topo->node_distance[0] = SA_DISTANCE_LOCAL;
+    topo->note = g_strdup_printf("no NUMA information (%s): one node 0 holds every online "
+                                 "CPU, its memory is not known",
+                                 why);
+}
+
+/* One node: its CPUs (listed: as the kernel lists them; node->cpus: the online ones), its
+ * memory and its row of node distances (row i of topo->node_distance). */
+static bool load_node(SaTopology *topo, GPtrArray *listed, const SaCpuSet *ids, guint id, guint i,
+                      GError **error)
+{
+    SaNode *node = g_new0(SaNode, 1);
+    SaCpuSet *cpus;
+
+    node->id = id;
+    node->cpus = sa_cpuset_new();
+    g_ptr_array_add(topo->nodes, node);
+    cpus = sa_numa_node_cpus(id, error);
+    if (cpus == NULL)
+        return false;
+    g_ptr_array_add(listed, cpus);
+    sa_cpuset_assign(node->cpus, cpus);
+    sa_cpuset_intersect(node->cpus, topo->online);
+    if (!sa_numa_node_memory(id, &node->mem_total, &node->mem_free, error))
+        return false;
+    return sa_numa_node_distances(id, ids, topo->node_distance + (gsize)i * sa_cpuset_count(ids),
+                                  error);
+}
+
+/* The nodes of the host into topo->nodes and topo->node_distance; listed gets the CPU numbers
+ * the kernel lists for each node, before intersecting with the online set. */
 static bool load_nodes(SaTopology *topo, GPtrArray *listed, GError **error)
 {
     g_autoptr(GError) local = NULL;
@@ -113,45 +153,18 @@ static bool load_nodes(SaTopology *topo, GPtrArray *listed, GError **error)
     guint n, i = 0;
 
     if (ids == NULL) {
-        SaNode *node;
-
         if (!g_error_matches(local, SA_ERROR, SA_ERROR_UNSUPPORTED)) {
             g_propagate_error(error, g_steal_pointer(&local));
             return false;
         }
-        /* A kernel without NUMA support: one node 0 holds every online CPU. */
-        node = g_new0(SaNode, 1);
-        node->cpus = sa_cpuset_copy(topo->online);
-        g_ptr_array_add(topo->nodes, node);
-        g_ptr_array_add(listed, sa_cpuset_copy(topo->online));
-        topo->node_distance = g_new(guint, 1);
-        topo->node_distance[0] = SA_DISTANCE_LOCAL;
-        topo->note = g_strdup_printf("no NUMA information (%s): one node 0 holds every online "
-                                     "CPU, its memory is not known",
-                                     local->message);
+        load_single_node(topo, listed, local->message);
         return true;
     }
-
     n = sa_cpuset_count(ids);
-    topo->node_distance = g_new0(guint, (gsize)n * n);
-    for (int id = sa_cpuset_next(ids, -1); id >= 0; id = sa_cpuset_next(ids, id), i++) {
-        SaNode *node = g_new0(SaNode, 1);
-        SaCpuSet *cpus;
-
-        node->id = (guint)id;
-        node->cpus = sa_cpuset_new();
-        g_ptr_array_add(topo->nodes, node);
-        cpus = sa_numa_node_cpus((guint)id, error);
-        if (cpus == NULL)
+    topo->node_distance = g_new0(guint, MAX((gsize)n * n, 1));
+    for (int id = sa_cpuset_next(ids, -1); id >= 0; id = sa_cpuset_next(ids, id), i++)
+        if (!load_node(topo, listed, ids, (guint)id, i, error))
             return false;
-        g_ptr_array_add(listed, cpus);
-        sa_cpuset_assign(node->cpus, cpus);
-        sa_cpuset_intersect(node->cpus, topo->online);
-        if (!sa_numa_node_memory((guint)id, &node->mem_total, &node->mem_free, error))
-            return false;
-        if (!sa_numa_node_distances((guint)id, ids, topo->node_distance + (gsize)i * n, error))
-            return false;
-    }
     return true;
 }
 
@@ -228,6 +241,52 @@ static bool read_trimmed(const char *dir, const char *name, char **out, GError *
     return true;
 }
 
+/* Reads one cache directory (cpu/cacheN/indexM) of cpu: true with *out set for a unified cache,
+ * true with *out NULL for any other type, false with *error. */
+static bool read_cache_info(const char *dir, int cpu, CacheInfo **out, GError **error)
+{
+    g_autoptr(CacheInfo) info = g_new0(CacheInfo, 1);
+    g_autofree char *type = NULL;
+    g_autofree char *level_path = g_build_filename(dir, "level", NULL);
+    g_autofree char *id_path = g_build_filename(dir, "id", NULL);
+    g_autofree char *shared_path = g_build_filename(dir, "shared_cpu_list", NULL);
+    guint64 v;
+
+    *out = NULL;
+    info->dir = g_strdup(dir);
+    if (!read_trimmed(dir, "type", &type, error))
+        return false;
+    if (strcmp(type, "Unified") != 0)
+        return true;
+    if (!sa_read_u64(level_path, &v, error))
+        return false;
+    info->level = (guint)MIN(v, G_MAXUINT);
+    if (g_file_test(id_path, G_FILE_TEST_EXISTS)) {
+        if (!sa_read_u64(id_path, &v, error))
+            return false;
+        if (v > G_MAXUINT) {
+            g_set_error(error, SA_ERROR, SA_ERROR_RANGE,
+                        "%s: cache id %" G_GUINT64_FORMAT " is too large", id_path, v);
+            return false;
+        }
+        info->has_id = true;
+        info->id = (guint)v;
+    }
+    info->shared = sa_read_cpulist(shared_path, error);
+    if (info->shared == NULL)
+        return false;
+    if (!sa_cpuset_has(info->shared, (guint)cpu)) {
+        g_autofree char *text = sa_cpuset_format(info->shared);
+
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    "%s: shared_cpu_list \"%s\" does not contain CPU %d itself", shared_path, text,
+                    cpu);
+        return false;
+    }
+    *out = g_steal_pointer(&info);
+    return true;
+}
+
 /* The unified caches of one CPU (GPtrArray of CacheInfo*), or NULL with *error. A CPU without
  * a cache directory gives an empty array. */
 static GPtrArray *read_cpu_caches(int cpu, GError **error)
@@ -245,80 +304,75 @@ static GPtrArray *read_cpu_caches(int cpu, GError **error)
         return NULL;
     }
     while ((name = g_dir_read_name(dir)) != NULL) {
-        g_autoptr(CacheInfo) info = g_new0(CacheInfo, 1);
-        g_autofree char *type = NULL;
-        g_autofree char *level_path = NULL;
-        g_autofree char *id_path = NULL;
-        g_autofree char *shared_path = NULL;
-        guint64 v;
+        g_autofree char *path = NULL;
+        CacheInfo *info = NULL;
 
         if (!g_str_has_prefix(name, "index"))
             continue;
-        info->dir = g_build_filename(base, name, NULL);
-        if (!read_trimmed(info->dir, "type", &type, error))
+        path = g_build_filename(base, name, NULL);
+        if (!read_cache_info(path, cpu, &info, error))
             return NULL;
-        if (strcmp(type, "Unified") != 0)
-            continue;
-        level_path = g_build_filename(info->dir, "level", NULL);
-        if (!sa_read_u64(level_path, &v, error))
-            return NULL;
-        info->level = (guint)MIN(v, G_MAXUINT);
-        id_path = g_build_filename(info->dir, "id", NULL);
-        if (g_file_test(id_path, G_FILE_TEST_EXISTS)) {
-            if (!sa_read_u64(id_path, &v, error))
-                return NULL;
-            if (v > G_MAXUINT) {
-                g_set_error(error, SA_ERROR, SA_ERROR_RANGE,
-                            "%s: cache id %" G_GUINT64_FORMAT " is too large", id_path, v);
-                return NULL;
-            }
-            info->has_id = true;
-            info->id = (guint)v;
-        }
-        shared_path = g_build_filename(info->dir, "shared_cpu_list", NULL);
-        info->shared = sa_read_cpulist(shared_path, error);
-        if (info->shared == NULL)
-            return NULL;
-        if (!sa_cpuset_has(info->shared, (guint)cpu)) {
-            g_autofree char *text = sa_cpuset_format(info->shared);
-
-            g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                        "%s: shared_cpu_list \"%s\" does not contain CPU %d itself", shared_path,
-                        text, cpu);
-            return NULL;
-        }
-        g_ptr_array_add(caches, g_steal_pointer(&info));
+        if (info != NULL)
+            g_ptr_array_add(caches, info);
     }
     return g_steal_pointer(&caches);
 }
 
-static bool build_llc_layout(SaTopology *topo, GError **error)
-{
-    g_autoptr(GPtrArray) per_cpu =
-        g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
-    g_autoptr(GHashTable) by_id = g_hash_table_new(g_direct_hash, g_direct_equal);
-    g_autoptr(GHashTable) dir_of = g_hash_table_new(g_direct_hash, g_direct_equal);
-    g_autoptr(SaCpuSet) placed = sa_cpuset_new();
-    guint level = 0, max_unified = 0;
-    guint k = 0;
+/* The state of one build_llc_layout() run. */
+typedef struct {
+    SaTopology *topo;
+    GPtrArray *per_cpu; /* per online CPU, in order: its unified caches (GPtrArray*) */
+    guint level;        /* the cache level whose caches are the partitions */
+    GHashTable *by_id;  /* cache id + 1 -> SaPartition* */
+    GHashTable *dir_of; /* SaPartition* -> the cache directory it was made from */
+    SaCpuSet *placed;   /* CPUs already in a partition */
+} LlcBuild;
 
-    /* Read every online CPU's unified caches; the cache level is chosen for the whole host. */
-    for (int c = sa_cpuset_next(topo->online, -1); c >= 0; c = sa_cpuset_next(topo->online, c)) {
+static void llc_build_clear(LlcBuild *b)
+{
+    g_clear_pointer(&b->per_cpu, g_ptr_array_unref);
+    g_clear_pointer(&b->by_id, g_hash_table_unref);
+    g_clear_pointer(&b->dir_of, g_hash_table_unref);
+    g_clear_pointer(&b->placed, sa_cpuset_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(LlcBuild, llc_build_clear)
+
+/* Step 1: every online CPU's unified caches, into b->per_cpu. */
+static bool llc_read_caches(LlcBuild *b, GError **error)
+{
+    const SaCpuSet *online = b->topo->online;
+
+    for (int c = sa_cpuset_next(online, -1); c >= 0; c = sa_cpuset_next(online, c)) {
         GPtrArray *caches = read_cpu_caches(c, error);
 
         if (caches == NULL)
             return false;
+        g_ptr_array_add(b->per_cpu, caches);
+    }
+    return true;
+}
+
+/* Step 2: one cache level for the whole host: 3 when any CPU has a level-3 unified cache,
+ * otherwise the highest unified level (said in topo->note). */
+static bool llc_choose_level(LlcBuild *b, GError **error)
+{
+    guint max_unified = 0;
+
+    b->level = 0;
+    for (guint k = 0; k < b->per_cpu->len; k++) {
+        const GPtrArray *caches = g_ptr_array_index(b->per_cpu, k);
+
         for (guint i = 0; i < caches->len; i++) {
             const CacheInfo *info = g_ptr_array_index(caches, i);
 
             if (info->level == 3)
-                level = 3;
+                b->level = 3;
             max_unified = MAX(max_unified, info->level);
         }
-        g_ptr_array_add(per_cpu, caches);
     }
     if (max_unified == 0) {
-        int first = sa_cpuset_next(topo->online, -1);
+        int first = sa_cpuset_next(b->topo->online, -1);
         g_autofree char *where = sa_sysfs_path("devices/system/cpu/cpu%d/cache", MAX(first, 0));
 
         g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
@@ -327,61 +381,147 @@ static bool build_llc_layout(SaTopology *topo, GError **error)
                     where);
         return false;
     }
-    if (level == 0) {
-        level = max_unified;
-        topo->note = g_strdup_printf("no level-3 cache on this host: the partitions are the "
-                                     "level-%u unified caches",
-                                     level);
+    if (b->level == 0) {
+        b->level = max_unified;
+        b->topo->note = g_strdup_printf("no level-3 cache on this host: the partitions are the "
+                                        "level-%u unified caches",
+                                        b->level);
     }
+    return true;
+}
 
-    for (int c = sa_cpuset_next(topo->online, -1); c >= 0;
-         c = sa_cpuset_next(topo->online, c), k++) {
-        GPtrArray *caches = g_ptr_array_index(per_cpu, k);
-        const CacheInfo *info = NULL;
-        SaPartition *part;
+/* The cache of that level among one CPU's caches, or NULL. */
+static const CacheInfo *cache_of_level(const GPtrArray *caches, guint level)
+{
+    for (guint i = 0; i < caches->len; i++) {
+        const CacheInfo *info = g_ptr_array_index(caches, i);
+
+        if (info->level == level)
+            return info;
+    }
+    return NULL;
+}
+
+/* A new partition for the cache info (id = its id); its CPUs may be in no other partition. */
+static bool llc_add_partition(LlcBuild *b, const CacheInfo *info, guint id, GError **error)
+{
+    g_autoptr(SaCpuSet) cpus = sa_cpuset_copy(info->shared);
+    SaPartition *part;
+
+    sa_cpuset_intersect(cpus, b->topo->online);
+    if (sa_cpuset_intersects(cpus, b->placed)) {
+        g_autofree char *text = sa_cpuset_format(cpus);
+
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    "%s: cache %u shares CPUs %s with another level-%u cache", info->dir, id, text,
+                    b->level);
+        return false;
+    }
+    sa_cpuset_union(b->placed, cpus);
+    part = partition_new(id, g_steal_pointer(&cpus));
+    g_ptr_array_add(b->topo->partitions, part);
+    g_hash_table_insert(b->by_id, GSIZE_TO_POINTER((gsize)id + 1), part);
+    g_hash_table_insert(b->dir_of, part, info->dir);
+    return true;
+}
+
+/* Step 3: each online CPU joins the partition of its cache of the chosen level (made on first
+ * sight); a CPU without such a cache stays unplaced. */
+static bool llc_place_cpus(LlcBuild *b, GError **error)
+{
+    const SaCpuSet *online = b->topo->online;
+    guint k = 0;
+
+    for (int c = sa_cpuset_next(online, -1); c >= 0; c = sa_cpuset_next(online, c), k++) {
+        const CacheInfo *info = cache_of_level(g_ptr_array_index(b->per_cpu, k), b->level);
+        const SaPartition *part;
         guint id;
 
-        for (guint i = 0; i < caches->len && info == NULL; i++) {
-            const CacheInfo *candidate = g_ptr_array_index(caches, i);
-
-            if (candidate->level == level)
-                info = candidate;
-        }
         if (info == NULL)
-            continue; /* no cache of that level: the CPU stays unplaced */
+            continue;
         id = info->has_id ? info->id : (guint)sa_cpuset_next(info->shared, -1);
-        part = g_hash_table_lookup(by_id, GSIZE_TO_POINTER((gsize)id + 1));
+        part = g_hash_table_lookup(b->by_id, GSIZE_TO_POINTER((gsize)id + 1));
         if (part == NULL) {
-            SaCpuSet *cpus = sa_cpuset_copy(info->shared);
-
-            sa_cpuset_intersect(cpus, topo->online);
-            if (sa_cpuset_intersects(cpus, placed)) {
-                g_autofree char *text = sa_cpuset_format(cpus);
-
-                g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                            "%s: cache %u shares CPUs %s with another level-%u cache", info->dir,
-                            id, text, level);
-                sa_cpuset_free(cpus);
+            if (!llc_add_partition(b, info, id, error))
                 return false;
-            }
-            sa_cpuset_union(placed, cpus);
-            part = partition_new(id, cpus);
-            g_ptr_array_add(topo->partitions, part);
-            g_hash_table_insert(by_id, GSIZE_TO_POINTER((gsize)id + 1), part);
-            g_hash_table_insert(dir_of, part, info->dir);
         } else if (!sa_cpuset_has(part->cpus, (guint)c)) {
-            const char *other = g_hash_table_lookup(dir_of, part);
-
             g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
                         "%s and %s: two level-%u caches have the same id %u but different CPUs",
-                        info->dir, other, level, id);
+                        info->dir, (const char *)g_hash_table_lookup(b->dir_of, part), b->level,
+                        id);
             return false;
         }
     }
     return true;
 }
 
+static bool build_llc_layout(SaTopology *topo, GError **error)
+{
+    g_auto(LlcBuild) b = {
+        .topo = topo,
+        .per_cpu = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref),
+        .by_id = g_hash_table_new(g_direct_hash, g_direct_equal),
+        .dir_of = g_hash_table_new(g_direct_hash, g_direct_equal),
+        .placed = sa_cpuset_new(),
+    };
+
+    return llc_read_caches(&b, error) && llc_choose_level(&b, error) && llc_place_cpus(&b, error);
+}
+
 /* ---- layout custom ---- */
+
+/* One entry of [partitions] custom (index i): a cpulist of online CPUs, or NULL with *error. */
+static SaCpuSet *parse_custom_entry(const SaTopology *topo, guint i, const char *entry,
+                                    const char *custom, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(SaCpuSet) cpus = NULL;
+    g_autoptr(SaCpuSet) offline = NULL;
+
+    if (entry[0] == '\0') {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "custom partition %u is empty in \"%s\"", i,
+                    custom);
+        return NULL;
+    }
+    cpus = sa_cpuset_parse(entry, &local);
+    if (cpus == NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "custom partition %u \"%s\": %s", i, entry,
+                    local->message);
+        return NULL;
+    }
+    offline = sa_cpuset_copy(cpus);
+    sa_cpuset_subtract(offline, topo->online);
+    if (!sa_cpuset_is_empty(offline)) {
+        g_autofree char *bad = sa_cpuset_format(offline);
+        g_autofree char *online = sa_cpuset_format(topo->online);
+
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "custom partition %u \"%s\": CPUs %s are not online (online: %s)", i, entry,
+                    bad, online);
+        return NULL;
+    }
+    return g_steal_pointer(&cpus);
+}
+
+/* Names the first earlier custom partition that cpus (entry i) overlaps, and the CPUs. */
+static void report_custom_overlap(const SaTopology *topo, char **entries, guint i,
+                                  const SaCpuSet *cpus, GError **error)
+{
+    for (guint j = 0; j < i; j++) {
+        const SaPartition *prev = g_ptr_array_index(topo->partitions, j);
+        g_autoptr(SaCpuSet) common = sa_cpuset_copy(cpus);
+        g_autofree char *text = NULL;
+
+        sa_cpuset_intersect(common, prev->cpus);
+        if (sa_cpuset_is_empty(common))
+            continue;
+        text = sa_cpuset_format(common);
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "custom partitions %u \"%s\" and %u \"%s\" overlap on CPUs %s", j,
+                    g_strstrip(entries[j]), i, g_strstrip(entries[i]), text);
+        return;
+    }
+}
 
 static bool build_custom_layout(SaTopology *topo, const char *custom, GError **error)
 {
@@ -397,72 +537,36 @@ static bool build_custom_layout(SaTopology *topo, const char *custom, GError **e
     }
     entries = g_strsplit(custom, ";", -1);
     for (guint i = 0; entries[i] != NULL; i++) {
-        g_autoptr(GError) local = NULL;
-        const char *entry = g_strstrip(entries[i]);
-        g_autoptr(SaCpuSet) cpus = NULL;
-        g_autoptr(SaCpuSet) offline = NULL;
+        SaCpuSet *cpus = parse_custom_entry(topo, i, g_strstrip(entries[i]), custom, error);
 
-        if (entry[0] == '\0') {
-            g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "custom partition %u is empty in \"%s\"",
-                        i, custom);
+        if (cpus == NULL)
             return false;
-        }
-        cpus = sa_cpuset_parse(entry, &local);
-        if (cpus == NULL) {
-            g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "custom partition %u \"%s\": %s", i,
-                        entry, local->message);
-            return false;
-        }
-        offline = sa_cpuset_copy(cpus);
-        sa_cpuset_subtract(offline, topo->online);
-        if (!sa_cpuset_is_empty(offline)) {
-            g_autofree char *bad = sa_cpuset_format(offline);
-            g_autofree char *online = sa_cpuset_format(topo->online);
-
-            g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
-                        "custom partition %u \"%s\": CPUs %s are not online (online: %s)", i, entry,
-                        bad, online);
-            return false;
-        }
         if (sa_cpuset_intersects(cpus, placed)) {
-            for (guint j = 0; j < i; j++) {
-                const SaPartition *prev = g_ptr_array_index(topo->partitions, j);
-                g_autoptr(SaCpuSet) common = sa_cpuset_copy(cpus);
-                g_autofree char *text = NULL;
-
-                sa_cpuset_intersect(common, prev->cpus);
-                if (sa_cpuset_is_empty(common))
-                    continue;
-                text = sa_cpuset_format(common);
-                g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
-                            "custom partitions %u \"%s\" and %u \"%s\" overlap on CPUs %s", j,
-                            g_strstrip(entries[j]), i, entry, text);
-                return false;
-            }
+            report_custom_overlap(topo, entries, i, cpus, error);
+            sa_cpuset_free(cpus);
+            return false;
         }
         sa_cpuset_union(placed, cpus);
-        g_ptr_array_add(topo->partitions, partition_new(i, g_steal_pointer(&cpus)));
+        g_ptr_array_add(topo->partitions, partition_new(i, cpus));
     }
     return true;
 }
 
 /* ---- derived tables ---- */
 
-static void finish(SaTopology *topo)
+/* The distance between two different partitions, from their nodes. */
+static guint distance_between(const SaTopology *topo, const SaPartition *pa, const SaPartition *pb)
+{
+    if (pa->node < 0 || pb->node < 0)
+        return SA_DISTANCE_UNKNOWN;
+    if (pa->node == pb->node)
+        return SA_DISTANCE_LOCAL;
+    return topo->node_distance[(gsize)pa->node * topo->nodes->len + (guint)pb->node];
+}
+
+static void fill_partition_distances(SaTopology *topo)
 {
     guint n = topo->partitions->len;
-    guint n_nodes = topo->nodes->len;
-    int last;
-
-    g_ptr_array_sort(topo->partitions, compare_partition_ids);
-    sa_cpuset_assign(topo->unplaced, topo->online);
-    for (guint i = 0; i < n; i++) {
-        SaPartition *part = g_ptr_array_index(topo->partitions, i);
-
-        if (topo->layout != SA_LAYOUT_NODE)
-            part->node = majority_node(topo, part->cpus);
-        sa_cpuset_subtract(topo->unplaced, part->cpus);
-    }
 
     topo->partition_distance = g_new0(guint, MAX((gsize)n * n, 1));
     for (guint a = 0; a < n; a++) {
@@ -470,32 +574,43 @@ static void finish(SaTopology *topo)
 
         for (guint b = 0; b < n; b++) {
             const SaPartition *pb = g_ptr_array_index(topo->partitions, b);
-            guint d;
 
-            if (a == b)
-                d = 0;
-            else if (pa->node < 0 || pb->node < 0)
-                d = SA_DISTANCE_NONE;
-            else if (pa->node == pb->node)
-                d = SA_DISTANCE_LOCAL;
-            else
-                d = topo->node_distance[(gsize)pa->node * n_nodes + (guint)pb->node];
-            topo->partition_distance[(gsize)a * n + b] = d;
+            topo->partition_distance[(gsize)a * n + b] =
+                a == b ? 0 : distance_between(topo, pa, pb);
         }
     }
+}
 
-    last = sa_cpuset_last(topo->online);
-    topo->n_cpu_partition = (guint)(last + 1);
+static void fill_cpu_partition(SaTopology *topo)
+{
+    topo->n_cpu_partition = (guint)(sa_cpuset_last(topo->online) + 1);
     topo->cpu_partition = g_new(int, MAX(topo->n_cpu_partition, 1));
     for (guint c = 0; c < topo->n_cpu_partition; c++)
         topo->cpu_partition[c] = -1;
-    for (guint i = 0; i < n; i++) {
+    for (guint i = 0; i < topo->partitions->len; i++) {
         const SaPartition *part = g_ptr_array_index(topo->partitions, i);
 
         for (int c = sa_cpuset_next(part->cpus, -1); c >= 0; c = sa_cpuset_next(part->cpus, c))
             if ((guint)c < topo->n_cpu_partition)
                 topo->cpu_partition[c] = (int)i;
     }
+}
+
+/* Sorts the partitions, gives each its node (node layout: already set) and derives the
+ * unplaced CPUs, the partition distances and the CPU lookup table. */
+static void finish(SaTopology *topo)
+{
+    g_ptr_array_sort(topo->partitions, compare_partition_ids);
+    sa_cpuset_assign(topo->unplaced, topo->online);
+    for (guint i = 0; i < topo->partitions->len; i++) {
+        SaPartition *part = g_ptr_array_index(topo->partitions, i);
+
+        if (topo->layout != SA_LAYOUT_NODE)
+            part->node = majority_node(topo, part->cpus);
+        sa_cpuset_subtract(topo->unplaced, part->cpus);
+    }
+    fill_partition_distances(topo);
+    fill_cpu_partition(topo);
 }
 
 SaTopology *sa_topology_load(SaLayout layout, const char *custom, GError **error)
@@ -584,15 +699,31 @@ guint sa_topology_partition_distance(const SaTopology *topo, guint a_idx, guint 
 {
     guint n;
 
-    g_return_val_if_fail(topo != NULL && topo->partitions != NULL, SA_DISTANCE_NONE);
+    g_return_val_if_fail(topo != NULL && topo->partitions != NULL, SA_DISTANCE_UNKNOWN);
     n = topo->partitions->len;
-    g_return_val_if_fail(a_idx < n && b_idx < n, SA_DISTANCE_NONE);
+    g_return_val_if_fail(a_idx < n && b_idx < n, SA_DISTANCE_UNKNOWN);
     if (topo->partition_distance == NULL)
-        return a_idx == b_idx ? 0 : SA_DISTANCE_NONE;
+        return a_idx == b_idx ? 0 : SA_DISTANCE_UNKNOWN;
     return topo->partition_distance[(gsize)a_idx * n + b_idx];
 }
 
 /* ---- description ---- */
+
+char *sa_topology_format_ids(const SaTopology *topo)
+{
+    GString *out;
+
+    g_return_val_if_fail(topo != NULL, NULL);
+    out = g_string_new(NULL);
+    for (guint i = 0; topo->partitions != NULL && i < topo->partitions->len; i++) {
+        const SaPartition *part = g_ptr_array_index(topo->partitions, i);
+
+        g_string_append_printf(out, "%s%u", i > 0 ? ", " : "", part->id);
+    }
+    if (out->len == 0)
+        g_string_append(out, "none");
+    return g_string_free(out, FALSE);
+}
 
 static void append_cpus(GString *out, const SaCpuSet *cpus)
 {
@@ -625,27 +756,13 @@ static void append_matrix(GString *out, guint n, const guint *ids, const guint *
     }
 }
 
-char *sa_topology_describe(const SaTopology *topo)
+/* "nodes: N", one line per node and the node distance matrix. */
+static void append_nodes(GString *out, const SaTopology *topo)
 {
-    GString *out;
-    g_autofree guint *ids = NULL;
-    guint n_nodes, n_parts;
-    g_autofree char *unplaced = NULL;
-
-    g_return_val_if_fail(topo != NULL, NULL);
-    out = g_string_new(NULL);
-    n_nodes = topo->nodes != NULL ? topo->nodes->len : 0;
-    n_parts = topo->partitions != NULL ? topo->partitions->len : 0;
-
-    g_string_append_printf(out, "layout: %s\n", sa_layout_to_string(topo->layout));
-    if (topo->note != NULL)
-        g_string_append_printf(out, "note: %s\n", topo->note);
-    g_string_append(out, "online: ");
-    append_cpus(out, topo->online);
-    g_string_append_c(out, '\n');
+    guint n_nodes = topo->nodes != NULL ? topo->nodes->len : 0;
+    g_autofree guint *ids = g_new0(guint, MAX(n_nodes, 1));
 
     g_string_append_printf(out, "nodes: %u\n", n_nodes);
-    ids = g_new0(guint, MAX(MAX(n_nodes, n_parts), 1));
     for (guint i = 0; i < n_nodes; i++) {
         const SaNode *node = g_ptr_array_index(topo->nodes, i);
 
@@ -660,6 +777,14 @@ char *sa_topology_describe(const SaTopology *topo)
         g_string_append(out, "node distances:\n");
         append_matrix(out, n_nodes, ids, topo->node_distance);
     }
+}
+
+/* "partitions: N", one line per partition (with its node) and the partition distance matrix. */
+static void append_partitions(GString *out, const SaTopology *topo)
+{
+    guint n_nodes = topo->nodes != NULL ? topo->nodes->len : 0;
+    guint n_parts = topo->partitions != NULL ? topo->partitions->len : 0;
+    g_autofree guint *ids = g_new0(guint, MAX(n_parts, 1));
 
     g_string_append_printf(out, "partitions: %u\n", n_parts);
     for (guint i = 0; i < n_parts; i++) {
@@ -683,7 +808,23 @@ char *sa_topology_describe(const SaTopology *topo)
         g_string_append(out, "partition distances:\n");
         append_matrix(out, n_parts, ids, topo->partition_distance);
     }
+}
 
+char *sa_topology_describe(const SaTopology *topo)
+{
+    GString *out;
+    g_autofree char *unplaced = NULL;
+
+    g_return_val_if_fail(topo != NULL, NULL);
+    out = g_string_new(NULL);
+    g_string_append_printf(out, "layout: %s\n", sa_layout_to_string(topo->layout));
+    if (topo->note != NULL)
+        g_string_append_printf(out, "note: %s\n", topo->note);
+    g_string_append(out, "online: ");
+    append_cpus(out, topo->online);
+    g_string_append_c(out, '\n');
+    append_nodes(out, topo);
+    append_partitions(out, topo);
     unplaced = topo->unplaced != NULL ? sa_cpuset_format(topo->unplaced) : g_strdup("");
     g_string_append_printf(out, "unplaced: %s\n", unplaced[0] != '\0' ? unplaced : "none");
     return g_string_free(out, FALSE);

@@ -212,27 +212,15 @@ char *sa_metadata_format(const SaMetadata *md)
     return g_string_free(s, FALSE);
 }
 
-static char *partition_ids(const SaTopology *topo)
-{
-    GString *s = g_string_new(NULL);
-
-    for (guint i = 0; topo->partitions != NULL && i < topo->partitions->len; i++) {
-        const SaPartition *p = g_ptr_array_index(topo->partitions, i);
-        g_string_append_printf(s, "%s%u", i > 0 ? ", " : "", p->id);
-    }
-    return g_string_free(s, FALSE);
-}
-
 static bool check_id(const char *attr, int id, const SaTopology *topo, GError **error)
 {
     if (id < 0 || sa_topology_find_partition(topo, (guint)id) >= 0)
         return true;
 
-    g_autofree char *ids = partition_ids(topo);
+    g_autofree char *ids = sa_topology_format_ids(topo);
     g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
-                WHAT ": %s=\"%d\" names no partition of this host (layout %s has %s%s)", attr, id,
-                sa_layout_to_string(topo->layout), ids[0] != '\0' ? "partitions " : "",
-                ids[0] != '\0' ? ids : "no partitions");
+                WHAT ": %s=\"%d\" names no partition of this host (partitions of layout %s: %s)",
+                attr, id, sa_layout_to_string(topo->layout), ids);
     return false;
 }
 

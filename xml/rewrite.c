@@ -53,19 +53,6 @@ static bool find_softaff_element(xmlNode *metadata, xmlNode **found, GError **er
     return true;
 }
 
-static char *partition_ids(const SaTopology *topo)
-{
-    GString *s = g_string_new(NULL);
-
-    for (guint i = 0; topo->partitions != NULL && i < topo->partitions->len; i++) {
-        const SaPartition *p = g_ptr_array_index(topo->partitions, i);
-        g_string_append_printf(s, "%s%u", i > 0 ? ", " : "", p->id);
-    }
-    if (s->len == 0)
-        g_string_append(s, "none");
-    return g_string_free(s, FALSE);
-}
-
 /* The whole document, without an XML declaration (libvirt's own XML has none), in UTF-8;
  * whitespace, comments and every other element are written back as they were read. */
 static char *serialize(xmlDoc *doc, GError **error)
@@ -151,9 +138,9 @@ bool sa_domain_xml_rewrite_for_host(const char *xml, gsize len, const SaTopology
                         WHAT ": cannot set preferred=\"auto\" on the softaff element");
             return false;
         }
-        g_autofree char *ids = partition_ids(topo);
-        g_message("domain %s: preferred=\"%d\" names no partition of this host (layout %s has "
-                  "partitions %s): using preferred=\"auto\"",
+        g_autofree char *ids = sa_topology_format_ids(topo);
+        g_message("domain %s: preferred=\"%d\" names no partition of this host (partitions of "
+                  "layout %s: %s): using preferred=\"auto\"",
                   qname, md.preferred, sa_layout_to_string(topo->layout), ids);
         changed = true;
     }

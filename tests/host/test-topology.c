@@ -125,11 +125,17 @@ static const SaPartition *part_at(const SaTopology *topo, guint idx)
     return g_ptr_array_index(topo->partitions, idx);
 }
 
-static void assert_cpus(const SaCpuSet *set, const char *want)
+/* Compares (and frees) a string made by the code under test. */
+static void assert_made(char *made, const char *want)
 {
-    g_autofree char *got = sa_cpuset_format(set);
+    g_autofree char *got = made;
 
     g_assert_cmpstr(got, ==, want);
+}
+
+static void assert_cpus(const SaCpuSet *set, const char *want)
+{
+    assert_made(sa_cpuset_format(set), want);
 }
 
 static void test_intel(void)
@@ -392,6 +398,14 @@ static void test_broken_trees(void)
     expect_broken(root, "devices/system/node/node1/meminfo", "Node 1 MemFree: 1 kB\n", "MemTotal");
     expect_broken(root, "devices/system/node/node1/meminfo",
                   "Node 1 MemTotal: lots kB\nNode 1 MemFree: 1 kB\n", "lots");
+    expect_broken(root, "devices/system/node/node1/meminfo",
+                  "Node 1 MemTotal: 2048 MB\nNode 1 MemFree: 1 kB\n", "2048 MB");
+    expect_broken(root, "devices/system/node/node1/meminfo",
+                  "Node 1 MemTotal: 2048 kB\nNode 1 MemFree: 1 kB 2\n", "1 kB 2");
+    expect_broken(root, "devices/system/node/node1/meminfo",
+                  "Node 0 MemTotal: 2048 kB\nNode 0 MemFree: 1 kB\n", "Node 1 MemTotal");
+    expect_broken(root, "devices/system/node/node1/distance", "0 10\n", "\"0\"");
+    expect_broken(root, "devices/system/node/node1/distance", "20 256\n", "\"256\"");
 
     /* A missing file is named. */
     g_remove(online);
@@ -464,6 +478,7 @@ static void test_no_numa(void)
     g_autofree char *root = g_dir_make_tmp("softaff-topo-XXXXXX", &error);
     g_autoptr(SaTopology) topo = NULL;
     g_autofree char *text = NULL;
+    const SaNode *node;
 
     g_assert_no_error(error);
     put(root, "devices/system/cpu/online", "0-2,5\n");
@@ -478,10 +493,22 @@ static void test_no_numa(void)
     g_assert_nonnull(strstr(text, "note: no NUMA information"));
     g_assert_cmpint(sa_topology_partition_of_cpu(topo, 5), ==, 0);
     g_assert_cmpint(sa_topology_partition_of_cpu(topo, 4), ==, -1);
+    node = g_ptr_array_index(topo->nodes, 0);
+    g_assert_cmpuint(node->id, ==, 0);
+    g_assert_cmpuint(node->mem_total, ==, 0);
+    g_assert_cmpuint(topo->node_distance[0], ==, SA_DISTANCE_LOCAL);
+    g_clear_pointer(&topo, sa_topology_free);
+
+    /* devices/system/node without its online file is a broken tree, not a host without NUMA. */
+    put(root, "devices/system/node/node0/cpulist", "0-2,5\n");
+    topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_null(topo);
+    g_assert_error(error, SA_ERROR, SA_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(error->message, "devices/system/node/online"));
     remove_tree(root);
 }
 
-/* The real host through libnuma agrees with the fixture captured from it. */
+/* The real host (/sys) agrees with the fixture captured from it. */
 static void test_real_host(void)
 {
     g_autoptr(GError) error = NULL;
@@ -490,7 +517,6 @@ static void test_real_host(void)
     g_autoptr(SaCpuSet) online = NULL;
 
     g_unsetenv("SOFTAFF_SYSFS_ROOT");
-    g_assert_false(sa_sysfs_is_redirected());
     real = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
     g_assert_no_error(error);
     online = sa_read_cpulist("/sys/devices/system/cpu/online", &error);
@@ -535,6 +561,33 @@ static void test_hand_built(void)
     g_assert_cmpint(sa_topology_partition_of_cpu(&topo, 9), ==, -1);
     g_assert_cmpint(sa_topology_find_partition(&topo, 3), ==, 1);
     g_assert_cmpint(sa_topology_find_partition(&topo, 2), ==, -1);
+    /* No distance matrix: 0 from itself, the documented fallback between two partitions. */
+    g_assert_cmpuint(sa_topology_partition_distance(&topo, 1, 1), ==, 0);
+    g_assert_cmpuint(sa_topology_partition_distance(&topo, 0, 1), ==, SA_DISTANCE_UNKNOWN);
+    g_assert_cmpuint(sa_topology_partition_distance(&topo, 1, 0), ==, 255);
+}
+
+/* The partition ids as messages list them: in order, sparse ids kept, "none" for none. */
+static void test_format_ids(void)
+{
+    g_autoptr(SaTopology) node = load_ok("sparse-8n", SA_LAYOUT_NODE, NULL);
+    g_autoptr(SaTopology) llc = load_ok("sparse-8n", SA_LAYOUT_LLC, NULL);
+    g_autoptr(SaTopology) one = load_ok("this-host", SA_LAYOUT_NODE, NULL);
+    g_autoptr(SaCpuSet) cpus = sa_cpuset_parse("0-3", NULL);
+    SaPartition part = {.id = 7, .cpus = cpus, .node = -1};
+    gpointer parts[] = {&part};
+    GPtrArray array = {.pdata = parts, .len = 1};
+    GPtrArray empty = {.pdata = NULL, .len = 0};
+    SaTopology hand = {.partitions = &array};
+    SaTopology none = {.partitions = &empty};
+    SaTopology no_array = {.partitions = NULL};
+
+    assert_made(sa_topology_format_ids(node), "0, 1, 2, 3, 5, 6, 8");
+    assert_made(sa_topology_format_ids(llc), "0, 4, 8, 12, 20, 24, 28");
+    assert_made(sa_topology_format_ids(one), "0");
+    assert_made(sa_topology_format_ids(&hand), "7");
+    assert_made(sa_topology_format_ids(&none), "none");
+    assert_made(sa_topology_format_ids(&no_array), "none");
 }
 
 int main(int argc, char **argv)
@@ -556,5 +609,6 @@ int main(int argc, char **argv)
     g_test_add_func("/topology/no-numa", test_no_numa);
     g_test_add_func("/topology/real-host", test_real_host);
     g_test_add_func("/topology/hand-built", test_hand_built);
+    g_test_add_func("/topology/format-ids", test_format_ids);
     return g_test_run();
 }

@@ -483,7 +483,7 @@ static void test_check_host(void)
         g_assert_error(error, SA_ERROR, SA_ERROR_NOT_FOUND);
         g_assert_cmpstr(error->message, ==,
                         "softaff metadata: preferred=\"1\" names no partition of this host "
-                        "(layout node has partitions 0, 2)");
+                        "(partitions of layout node: 0, 2)");
     }
     md.preferred = -1;
     md.assigned = 5;
@@ -493,7 +493,7 @@ static void test_check_host(void)
         g_assert_error(error, SA_ERROR, SA_ERROR_NOT_FOUND);
         g_assert_cmpstr(error->message, ==,
                         "softaff metadata: assigned=\"5\" names no partition of this host "
-                        "(layout node has partitions 0, 2)");
+                        "(partitions of layout node: 0, 2)");
     }
     free_topology(topo);
 
@@ -506,7 +506,7 @@ static void test_check_host(void)
         g_assert_false(sa_metadata_check_host(&md, topo, &error));
         g_assert_cmpstr(error->message, ==,
                         "softaff metadata: assigned=\"0\" names no partition of this host "
-                        "(layout llc has no partitions)");
+                        "(partitions of layout llc: none)");
     }
     free_topology(topo);
 }

@@ -153,8 +153,8 @@ static void test_preferred_to_auto(void)
         "<softaff:affinity " NS " preferred=\"auto\" softness=\"30\" mode=\"strict\"/>");
 
     g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
-                          "domain mig-01: preferred=\"1\" names no partition of this host (layout "
-                          "node has partitions 0, 2): using preferred=\"auto\"");
+                          "domain mig-01: preferred=\"1\" names no partition of this host "
+                          "(partitions of layout node: 0, 2): using preferred=\"auto\"");
     g_autofree char *out = rewrite_ok(xml, topo);
     g_test_assert_expected_messages();
     g_assert_cmpstr(out, ==, expected);
@@ -214,7 +214,7 @@ static void test_fixture_file(void)
     g_autofree char *out = NULL;
     g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "domain web-01: dropped*");
     g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
-                          "domain web-01: preferred=\"1\"*partitions 0)*");
+                          "domain web-01: preferred=\"1\"*(partitions of layout node: 0)*");
     g_assert_true(sa_domain_xml_rewrite_for_host(xml, len, topo, &out, &error));
     g_test_assert_expected_messages();
     g_assert_no_error(error);
@@ -266,7 +266,7 @@ static void test_fixture_host(void)
     g_autofree char *xml = domain_with("<softaff:affinity " NS " preferred=\"4\"/>");
     g_autofree char *expected = domain_with("<softaff:affinity " NS " preferred=\"auto\"/>");
     g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
-                          "*preferred=\"4\"*(layout node has partitions 0, 1, 2, 3, 5, 6, 8)*");
+                          "*preferred=\"4\"*(partitions of layout node: 0, 1, 2, 3, 5, 6, 8)*");
     g_autofree char *out2 = rewrite_ok(xml, topo);
     g_test_assert_expected_messages();
     g_assert_cmpstr(out2, ==, expected);
