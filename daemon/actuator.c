@@ -382,7 +382,7 @@ static bool command_failed(SaCore *core, SaVm *vm, const char *what, const GErro
         return false;
     }
     if (g_error_matches(error, SA_ERROR, SA_ERROR_UNSUPPORTED)) {
-        g_autofree char *why = g_strdup_printf("softaffd may not %s: %s", what, error->message);
+        g_autofree char *why = g_strdup_printf("%s was refused: %s", what, error->message);
         vm->permanent_error = true;
         sa_vm_set_status(core, vm, SA_VM_UNMANAGED, why);
         return true;

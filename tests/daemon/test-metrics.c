@@ -1,4 +1,4 @@
-/* softaff — tests of the Prometheus metrics (plugin/metrics.c): the exposition is checked by a
+/* softaff — tests of the Prometheus metrics (daemon/metrics.c): the exposition is checked by a
  * validator of the text format written here, values are read back from it, and the textfile
  * write is checked for atomic replacement.
  *
@@ -14,7 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "core-private.h"
+#include "recorder.h"
 #include "sa-error.h"
 #include "sa-metrics.h"
 
@@ -22,19 +23,23 @@
 #define NASTY_NAME "a\"b\\c\nd"
 #define NASTY_ESCAPED "a\\\"b\\\\c\\nd"
 
-static const SaBackendOps no_ops = {.name = "test"};
+/* ---- the daemon under test: the real core, VMs reported by a recording backend ---- */
 
-/* ---- the daemon under test, built by hand ---- */
-
-static SaVm *add_vm(SaDaemon *d, const char *uuid, const char *name, SaVmStatus status)
+static SaVm *add_vm(SaCore *core, const char *uuid, const char *name, pid_t pid, guint n_vcpus,
+                    const SaMetadata *settings, const char *settings_error)
 {
-    SaVm *vm = sa_vm_new(uuid, name, &no_ops);
-    vm->status = status;
-    g_hash_table_insert(d->vms, vm->key, vm);
-    return vm;
+    SaVmFacts *f = rec_facts(uuid, name, pid, n_vcpus);
+    f->has_settings = settings != NULL || settings_error != NULL;
+    if (settings)
+        f->settings = *settings;
+    f->settings_error = g_strdup(settings_error);
+    RecVm *r = rec_vm_new(uuid, f);
+    sa_core_report(core, &rec_ops, r, f);
+    rec_vm_unref(r);
+    return sa_core_lookup(core, uuid);
 }
 
-static SaDaemon *test_daemon_new(void)
+static SaCore *test_daemon_new(void)
 {
     const char *data = g_getenv("SOFTAFF_TEST_DATA");
     g_assert_nonnull(data);
@@ -42,12 +47,11 @@ static SaDaemon *test_daemon_new(void)
     g_setenv("SOFTAFF_SYSFS_ROOT", root, TRUE);
 
     g_autoptr(GError) error = NULL;
-    SaDaemon *d = g_new0(SaDaemon, 1);
-    d->topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
     g_assert_no_error(error);
-    g_assert_cmpuint(d->topo->partitions->len, ==, 4);
-    d->vms = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)sa_vm_free);
-    d->usage = g_new0(SaPartitionUsage, d->topo->partitions->len);
+    g_assert_cmpuint(topo->partitions->len, ==, 4);
+    SaCore *d = sa_core_new(sa_config_new_default(), topo, FALSE, &error);
+    g_assert_no_error(error);
     d->usage[1] = (SaPartitionUsage){
         .owners = 3.5, .visitors = 0.25, .unmanaged = 1.0, .n_owner_vms = 1, .owner_vcpus = 4};
     d->usage[2].visitors = 2.0;
@@ -55,42 +59,43 @@ static SaDaemon *test_daemon_new(void)
     d->started_us = G_GINT64_CONSTANT(1700000000500000);
     d->last_tick_cpu_ms = 1.5;
 
-    SaVm *web = add_vm(d, "11111111-2222-3333-4444-555555555555", "web", SA_VM_MANAGED);
-    web->n_vcpus = 4;
+    SaVm *web = add_vm(d, "11111111-2222-3333-4444-555555555555", "web", 100, 4, NULL, NULL);
+    g_assert_cmpint(web->status, ==, SA_VM_MANAGED);
     web->pvm.st.placed = true;
     web->pvm.st.home = 1;
     web->pvm.st.state = SA_STATE_BURST;
-    web->pvm.st.bursts = 3;
-    web->pvm.st.retreats = 2;
-    web->pvm.st.changes = 7;
-    web->seconds_home = 90.5;
-    web->seconds_burst = 9.5;
-    web->run_ns_total = G_GUINT64_CONSTANT(12500000000);
-    web->run_ns_home = G_GUINT64_CONSTANT(10000000000);
-    web->delay_ns_total = 250000000;
+    web->stats.bursts = 3;
+    web->stats.retreats = 2;
+    web->stats.changes = 7;
+    web->stats.seconds_home = 90.5;
+    web->stats.seconds_burst = 9.5;
+    web->stats.run_ns_total = G_GUINT64_CONSTANT(12500000000);
+    web->stats.run_ns_home = G_GUINT64_CONSTANT(10000000000);
+    web->stats.delay_ns_total = 250000000;
 
-    SaVm *nasty = add_vm(d, "99999999-0000-0000-0000-000000000001", NASTY_NAME, SA_VM_UNMANAGED);
-    nasty->n_vcpus = 1;
-    nasty->metadata.mode = SA_MODE_OFF;
+    SaMetadata off, strict;
+    sa_metadata_init(&off);
+    off.mode = SA_MODE_OFF;
+    SaVm *nasty = add_vm(d, "99999999-0000-0000-0000-000000000001", NASTY_NAME, 101, 1, &off, NULL);
+    g_assert_cmpint(nasty->status, ==, SA_VM_UNMANAGED);
 
-    SaVm *bad = add_vm(d, "99999999-0000-0000-0000-000000000002", "broken", SA_VM_INVALID);
-    bad->n_vcpus = 2;
+    SaVm *bad = add_vm(d, "99999999-0000-0000-0000-000000000002", "broken", 102, 2, NULL,
+                       "softness=\"x\" is not a number");
+    g_assert_cmpint(bad->status, ==, SA_VM_INVALID);
 
     /* Managed, but no decision yet: no home to report. */
-    SaVm *fresh = add_vm(d, "99999999-0000-0000-0000-000000000003", "fresh", SA_VM_MANAGED);
-    fresh->n_vcpus = 2;
-    fresh->metadata.mode = SA_MODE_STRICT;
+    sa_metadata_init(&strict);
+    strict.mode = SA_MODE_STRICT;
+    SaVm *fresh = add_vm(d, "99999999-0000-0000-0000-000000000003", "fresh", 103, 2, &strict, NULL);
+    g_assert_cmpint(fresh->status, ==, SA_VM_MANAGED);
     return d;
 }
 
-static void test_daemon_free(SaDaemon *d)
+static void test_daemon_free(SaCore *d)
 {
-    g_hash_table_unref(d->vms);
-    g_free(d->usage);
-    sa_topology_free(d->topo);
-    g_free(d);
+    sa_core_free(d);
 }
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaDaemon, test_daemon_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaCore, test_daemon_free)
 
 /* ---- a validator of the text exposition format (0.0.4) ---- */
 
@@ -393,7 +398,7 @@ static void test_validator_rejects(void)
 
 static void test_format(void)
 {
-    g_autoptr(SaDaemon) d = test_daemon_new();
+    g_autoptr(SaCore) d = test_daemon_new();
     g_autofree char *text = sa_metrics_format(d);
     g_test_message("%s", text);
     g_autoptr(GError) error = NULL;
@@ -476,8 +481,10 @@ static void test_format(void)
 static void test_format_empty(void)
 {
     /* No VMs, no topology yet: still a valid exposition with the daemon's families. */
-    SaDaemon d = {0};
+    SaCore d = {0};
+    d.vms = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *text = sa_metrics_format(&d);
+    g_hash_table_unref(d.vms);
     g_autoptr(GError) error = NULL;
     g_autoptr(Exposition) e = exposition_parse(text, &error);
     g_assert_no_error(error);
@@ -528,7 +535,7 @@ static guint count_entries(const char *dir_path)
 
 static void test_write(void)
 {
-    g_autoptr(SaDaemon) d = test_daemon_new();
+    g_autoptr(SaCore) d = test_daemon_new();
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("softaff-metrics-XXXXXX", &error);
     g_assert_no_error(error);
@@ -574,7 +581,7 @@ static void test_write(void)
 
 static void test_write_errors(void)
 {
-    g_autoptr(SaDaemon) d = test_daemon_new();
+    g_autoptr(SaCore) d = test_daemon_new();
     g_autoptr(GError) error = NULL;
     g_autofree char *dir = g_dir_make_tmp("softaff-metrics-XXXXXX", &error);
     g_assert_no_error(error);
@@ -603,7 +610,7 @@ static void test_write_errors(void)
 int main(int argc, char **argv)
 {
     if (argc == 3 && g_str_equal(argv[1], "--emit")) {
-        g_autoptr(SaDaemon) d = test_daemon_new();
+        g_autoptr(SaCore) d = test_daemon_new();
         g_autoptr(GError) error = NULL;
         if (!sa_metrics_write(d, argv[2], &error)) {
             g_printerr("%s\n", error->message);
@@ -612,6 +619,8 @@ int main(int argc, char **argv)
         return 0;
     }
     g_test_init(&argc, &argv, NULL);
+    /* The invalid VM is reported with a warning, on purpose. */
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
     g_test_add_func("/metrics/validator-rejects", test_validator_rejects);
     g_test_add_func("/metrics/format", test_format);
     g_test_add_func("/metrics/format-empty", test_format_empty);

@@ -1,0 +1,569 @@
+/* softaffd core, unit tests: the real core (registry, sampling, policy, actuator) on a fake
+ * host (sysfs + /proc in a temporary directory) with a recording backend. No libvirt, no VM.
+ *
+ * The fake kernel: between ticks, each VM's vCPUs run on the CPUs of the set last pinned (every
+ * CPU before the first pin), vCPU v on the v-th CPU of that set (round robin); a CPU with more
+ * demand than 1 is shared in proportion, the rest waits. */
+#include <glib.h>
+#include <string.h>
+
+#include "core-private.h"
+#include "fake-host.h"
+#include "judge.h"
+#include "recorder.h"
+#include "sa-error.h"
+
+#define MAX_VMS 4
+#define MAX_VCPUS 8
+#define STEP_MS 15
+
+typedef struct {
+    char *key;
+    pid_t pid;
+    guint n_vcpus;
+    RecVm *rec;
+    gboolean gone; /* its process was removed from the fake /proc */
+    double load[MAX_VCPUS];
+    double run[MAX_VCPUS], delay[MAX_VCPUS];
+} TVm;
+
+typedef struct {
+    FakeHost *host;
+    SaCore *core;
+    TVm vms[MAX_VMS];
+    guint n_vms;
+    gint64 last_us;
+    gboolean stopped;
+} Fx;
+
+/* ---- captured log ---- */
+
+static GString *captured;
+
+static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
+                                       gpointer user_data)
+{
+    for (gsize i = 0; i < n; i++)
+        if (g_str_equal(fields[i].key, "MESSAGE")) {
+            g_string_append_printf(captured, "%s\n", (const char *)fields[i].value);
+            if (g_test_verbose())
+                g_printerr("# log: %s\n", (const char *)fields[i].value);
+        }
+    if (level & G_LOG_LEVEL_CRITICAL)
+        return g_log_writer_default(level, fields, n, user_data);
+    return G_LOG_WRITER_HANDLED;
+}
+
+static guint count_in_log(const char *needle)
+{
+    guint n = 0;
+    for (const char *p = strstr(captured->str, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* ---- fixture ---- */
+
+static SaConfig *test_config(void)
+{
+    SaConfig *cfg = sa_config_new_default();
+    cfg->policy.dwell_ms = 0;
+    cfg->policy.smoothing = 1.0;
+    cfg->command_timeout_ms = 100;
+    cfg->stop_timeout_ms = 300;
+    return cfg;
+}
+
+static void fx_setup(Fx *fx, gconstpointer data)
+{
+    g_string_truncate(captured, 0);
+    rec_log_clear();
+    fx->host = fake_host_new(NULL, 2, 2); /* node 0: CPUs 0-1, node 1: CPUs 2-3 */
+    g_autoptr(GError) error = NULL;
+    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(topo->partitions->len, ==, 2);
+    fx->core = sa_core_new(test_config(), topo, FALSE, &error);
+    g_assert_no_error(error);
+    fx->last_us = g_get_monotonic_time();
+}
+
+static void fx_teardown(Fx *fx, gconstpointer data)
+{
+    for (guint i = 0; i < fx->n_vms; i++) {
+        rec_vm_set_mode(fx->vms[i].rec, REC_OK); /* unblock whatever still waits */
+        rec_vm_release(fx->vms[i].rec);
+    }
+    sa_core_settle(fx->core, 2000);
+    sa_core_free(fx->core);
+    for (guint i = 0; i < fx->n_vms; i++) {
+        rec_vm_unref(fx->vms[i].rec);
+        g_free(fx->vms[i].key);
+    }
+    fake_host_free(fx->host, FALSE);
+}
+
+/* Settings: preferred < -1 means none at all (config defaults); -1 auto. */
+static SaVmFacts *vm_facts(const TVm *v, const char *name, int preferred)
+{
+    SaVmFacts *f = rec_facts(v->key, name, v->pid, v->n_vcpus);
+    if (preferred >= -1) {
+        f->has_settings = true;
+        f->settings.preferred = preferred;
+    }
+    return f;
+}
+
+static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, double load)
+{
+    g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
+    TVm *v = &fx->vms[fx->n_vms++];
+    v->key = g_strdup_printf("key-%s", name);
+    v->pid = 1000 + 100 * (pid_t)fx->n_vms;
+    v->n_vcpus = n_vcpus;
+    for (guint i = 0; i < n_vcpus; i++)
+        v->load[i] = load;
+    fake_host_add_process(fx->host, v->pid, n_vcpus);
+    g_autoptr(SaVmFacts) f = vm_facts(v, name, preferred);
+    v->rec = rec_vm_new(v->key, f);
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
+    return v;
+}
+
+static SaVm *core_vm(Fx *fx, const TVm *v)
+{
+    return sa_core_lookup(fx->core, v->key);
+}
+
+static void set_load(TVm *v, double load)
+{
+    for (guint i = 0; i < v->n_vcpus; i++)
+        v->load[i] = load;
+}
+
+/* The set the fake kernel runs v on: its last pin, else every CPU. */
+static SaCpuSet *given_set(Fx *fx, TVm *v)
+{
+    g_autofree char *text = rec_vm_last_vcpus(v->rec);
+    if (text[0] == '\0') {
+        SaCpuSet *all = sa_cpuset_new();
+        sa_cpuset_add_range(all, 0, fake_host_n_cpus(fx->host) - 1);
+        return all;
+    }
+    return sa_cpuset_parse(text, NULL);
+}
+
+static int nth_cpu(const SaCpuSet *set, guint n)
+{
+    guint k = n % MAX(sa_cpuset_count(set), 1);
+    int c = sa_cpuset_next(set, -1);
+    for (guint i = 0; i < k && c >= 0; i++)
+        c = sa_cpuset_next(set, c);
+    return c;
+}
+
+/* The fake kernel for the time since the last step. */
+static void simulate(Fx *fx)
+{
+    gint64 now = g_get_monotonic_time();
+    double dt = (double)(now - fx->last_us) * 1e3;
+    fx->last_us = now;
+    double demand[16] = {0};
+    int cpu[MAX_VMS][MAX_VCPUS];
+    for (guint i = 0; i < fx->n_vms; i++) {
+        if (fx->vms[i].gone)
+            continue;
+        g_autoptr(SaCpuSet) set = given_set(fx, &fx->vms[i]);
+        for (guint v = 0; v < fx->vms[i].n_vcpus; v++) {
+            cpu[i][v] = nth_cpu(set, v);
+            demand[cpu[i][v]] += fx->vms[i].load[v];
+        }
+    }
+    for (guint c = 0; c < fake_host_n_cpus(fx->host); c++)
+        fake_host_account_cpu(fx->host, c, demand[c], dt);
+    fake_host_write_stat(fx->host);
+    for (guint i = 0; i < fx->n_vms; i++) {
+        TVm *t = &fx->vms[i];
+        for (guint v = 0; !t->gone && v < t->n_vcpus; v++) {
+            double l = demand[cpu[i][v]], run = l > 1 ? t->load[v] / l : t->load[v];
+            t->run[v] += run * dt;
+            t->delay[v] += (t->load[v] - run) * dt;
+            fake_host_set_vcpu(fx->host, t->pid, v, t->run[v], t->delay[v], cpu[i][v]);
+        }
+    }
+}
+
+/* n ticks: wait, play the kernel, tick, let the commands answer. */
+static void step(Fx *fx, guint n)
+{
+    for (guint i = 0; i < n; i++) {
+        g_usleep(STEP_MS * 1000);
+        simulate(fx);
+        sa_core_tick(fx->core);
+        sa_core_settle(fx->core, 50);
+    }
+}
+
+/* Steps until v's last pinned set is want; returns the ticks it took, or G_MAXUINT. */
+static guint step_until_pinned(Fx *fx, TVm *v, const char *want, guint max)
+{
+    for (guint i = 1; i <= max; i++) {
+        step(fx, 1);
+        g_autofree char *got = rec_vm_last_vcpus(v->rec);
+        if (g_str_equal(got, want))
+            return i;
+    }
+    return G_MAXUINT;
+}
+
+/* The member of the VM's status object, as text. */
+static char *status_member(Fx *fx, const char *name, const char *member)
+{
+    g_autofree char *json = sa_core_status_json(fx->core);
+    g_autofree char *needle = g_strdup_printf("\"name\":\"%s\"", name);
+    const char *vm = strstr(json, needle);
+    g_assert_nonnull(vm);
+    g_autofree char *key = g_strdup_printf("\"%s\":", member);
+    const char *p = strstr(vm, key);
+    g_assert_nonnull(p);
+    p += strlen(key);
+    gsize len = strcspn(p, ",}");
+    return g_strndup(p, len);
+}
+
+/* ---- tests ---- */
+
+/* Two auto VMs get different homes, are pinned there once, and their homes are written. */
+static void test_placement(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, -1, 0.05);
+    TVm *b = add_vm(fx, "b", 2, -1, 0.05);
+    step(fx, 4);
+    g_autofree char *va = rec_vm_last_vcpus(a->rec);
+    g_autofree char *vb = rec_vm_last_vcpus(b->rec);
+    g_assert_cmpstr(va, ==, "0-1");
+    g_assert_cmpstr(vb, ==, "2-3");
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_pins(b->rec), ==, 1);
+    g_assert_cmpint(rec_vm_last_assigned(a->rec), ==, 0);
+    g_assert_cmpint(rec_vm_last_assigned(b->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_writes(a->rec), ==, 1);
+    g_assert_cmpuint(core_vm(fx, a)->stats.changes, ==, 1);
+    g_autofree char *state = status_member(fx, "a", "state");
+    g_assert_cmpstr(state, ==, "\"home\"");
+}
+
+/* A busy VM bursts onto the idle partition, and retreats when that partition's owner works. */
+static void test_burst_and_retreat(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    TVm *b = add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 3), <=, 3);
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 6), <=, 6);
+    g_assert_cmpuint(core_vm(fx, a)->stats.bursts, >=, 1);
+    g_autofree char *state = status_member(fx, "a", "state");
+    g_assert_cmpstr(state, ==, "\"burst\"");
+    set_load(b, 1.0);
+    /* The owner's load step: A leaves within two ticks. */
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 2), <=, 2);
+    g_assert_cmpuint(core_vm(fx, a)->stats.retreats, >=, 1);
+}
+
+static void stopped_cb(gpointer data)
+{
+    ((Fx *)data)->stopped = TRUE;
+}
+
+/* The index of the first line of log starting with prefix at or after from, else -1. */
+static int find_line(GPtrArray *log, const char *prefix, guint from)
+{
+    for (guint i = from; i < log->len; i++)
+        if (g_str_has_prefix(g_ptr_array_index(log, i), prefix))
+            return (int)i;
+    return -1;
+}
+
+/* SIGTERM's path: every touched VM gets its own sets back; no pin is sent once the shutdown
+ * began, and a pin already running when it began ends before that VM's restore starts. */
+static void test_restore_on_shutdown(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    TVm *b = add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 8), <=, 8);
+    /* B's owner load makes A retreat; A's pin is held up while the shutdown begins. */
+    rec_vm_set_mode(a->rec, REC_BLOCK);
+    set_load(b, 1.0);
+    for (guint i = 0; i < 4 && !rec_vm_blocked(a->rec); i++)
+        step(fx, 1);
+    g_assert_true(rec_vm_blocked(a->rec));
+    g_autoptr(GPtrArray) before = rec_log();
+    guint mark = before->len;
+    sa_core_shutdown(fx->core, stopped_cb, fx);
+    step(fx, 2); /* ticks after the shutdown decide nothing */
+    rec_vm_set_mode(a->rec, REC_OK);
+    sa_core_settle(fx->core, 2000);
+    g_assert_true(fx->stopped);
+    g_autoptr(GPtrArray) log = rec_log();
+    g_autofree char *ra = g_strdup_printf("restore %s 0-3 | 0-3", a->key);
+    g_autofree char *rb = g_strdup_printf("restore %s 0-3 | 0-3", b->key);
+    int ia = find_line(log, ra, mark), ib = find_line(log, rb, mark);
+    g_assert_cmpint(ia, >=, 0);
+    g_assert_cmpint(ib, >=, 0);
+    /* No pin was sent after the shutdown began: B has none, A only the one already running,
+     * which ended before A's restore began. */
+    g_autofree char *pa = g_strdup_printf("pin %s", a->key);
+    g_autofree char *pb = g_strdup_printf("pin %s", b->key);
+    g_assert_cmpint(find_line(log, pb, mark), ==, -1);
+    int last_pin = find_line(log, pa, mark);
+    g_assert_cmpint(last_pin, >=, 0);
+    g_assert_cmpint(find_line(log, pa, (guint)last_pin + 1), ==, -1);
+    g_assert_cmpint(last_pin, <, ia);
+    g_assert_cmpuint(count_in_log("restored: vCPUs back to their allowed set 0-3"), ==, 2);
+}
+
+/* SIGHUP's path: a new configuration and topology; homes are decided again, counters go on. */
+static void test_reload_keeps_counters(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 8), <=, 8);
+    SaVm *vm = core_vm(fx, a);
+    guint64 bursts = vm->stats.bursts, changes = vm->stats.changes;
+    double run = vm->stats.run_ns_total;
+    g_assert_cmpuint(bursts, >=, 1);
+    g_autoptr(GError) error = NULL;
+    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    sa_core_reload(fx->core, test_config(), topo);
+    g_assert_false(vm->pvm.st.placed);
+    step(fx, 4);
+    g_assert_cmpuint(vm->stats.bursts, >=, bursts);
+    g_assert_cmpuint(vm->stats.changes, >, changes);
+    g_assert_cmpfloat(vm->stats.run_ns_total, >, run);
+    g_autofree char *last = rec_vm_last_vcpus(a->rec);
+    g_assert_cmpstr(last, ==, "0-3");
+}
+
+/* A VM that vanishes while its pin runs: the late answer changes nothing, the other VM goes
+ * on, and its lane is dropped. */
+static void test_vanish_mid_tick(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    TVm *b = add_vm(fx, "b", 2, 1, 0.2);
+    rec_vm_set_mode(a->rec, REC_BLOCK);
+    sa_core_tick(fx->core);
+    step(fx, 1);
+    g_assert_true(rec_vm_blocked(a->rec));
+    fake_host_remove_process(fx->host, a->pid);
+    a->gone = TRUE;
+    sa_core_forget(fx->core, a->key, "stopped");
+    g_assert_null(core_vm(fx, a));
+    rec_vm_set_mode(a->rec, REC_OK);
+    step(fx, 3);
+    g_assert_null(core_vm(fx, a));
+    g_assert_null(g_hash_table_lookup(fx->core->lanes, a->key));
+    g_autofree char *vb = rec_vm_last_vcpus(b->rec);
+    g_assert_cmpstr(vb, ==, "2-3");
+    g_assert_cmpuint(count_in_log("a: stopped; forgotten"), ==, 1);
+}
+
+/* A transient failure is logged once and retried every tick until it works. */
+static void test_apply_transient(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    rec_vm_set_mode(a->rec, REC_TRANSIENT);
+    step(fx, 4);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
+    g_assert_cmpuint(count_in_log("a: pinning failed, retrying next tick"), ==, 1);
+    g_assert_cmpint(core_vm(fx, a)->status, ==, SA_VM_MANAGED);
+    rec_vm_set_mode(a->rec, REC_OK);
+    step(fx, 1);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_autofree char *va = rec_vm_last_vcpus(a->rec);
+    g_assert_cmpstr(va, ==, "0-1");
+}
+
+/* GONE forgets the VM; a refusal leaves it unmanaged with the backend's reason. */
+static void test_apply_gone_and_refused(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    TVm *b = add_vm(fx, "b", 2, 1, 0.2);
+    rec_vm_set_mode(a->rec, REC_GONE);
+    rec_vm_set_mode(b->rec, REC_REFUSED);
+    step(fx, 2);
+    g_assert_null(core_vm(fx, a));
+    g_assert_cmpuint(count_in_log("a: gone (pin: the VM is gone (injected)); forgetting it"), ==,
+                     1);
+    SaVm *vb = core_vm(fx, b);
+    g_assert_nonnull(vb);
+    g_assert_cmpint(vb->status, ==, SA_VM_UNMANAGED);
+    g_assert_nonnull(strstr(vb->status_reason, "pinning was refused"));
+}
+
+/* A backend that never answers: the VM is shown stalled, the others go on, the status answers
+ * and the shutdown ends within its bound; the VM is handled again once it answers. */
+static void test_stalled_backend(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    TVm *b = add_vm(fx, "b", 4, 1, 0.2);
+    rec_vm_set_mode(a->rec, REC_BLOCK);
+    step(fx, 1);
+    g_usleep(150 * 1000); /* past command_timeout_ms (100) */
+    sa_core_settle(fx->core, 20);
+    g_assert_true(sa_vm_is_stalled(core_vm(fx, a)));
+    g_autofree char *state = status_member(fx, "a", "state");
+    g_assert_cmpstr(state, ==, "\"stalled\"");
+    g_autofree char *stalled = status_member(fx, "a", "stalled");
+    g_assert_true(g_str_has_prefix(stalled, "{\"since\":"));
+    g_assert_cmpuint(count_in_log("a: pin command unanswered after 100 ms: stalled"), ==, 1);
+    /* B bursts while A is stuck. */
+    set_load(b, 1.0);
+    g_assert_cmpuint(step_until_pinned(fx, b, "0-3", 6), <=, 6);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
+    /* A answers: handled again. */
+    rec_vm_set_mode(a->rec, REC_OK);
+    step(fx, 2);
+    g_assert_false(sa_vm_is_stalled(core_vm(fx, a)));
+    g_assert_cmpuint(rec_vm_pins(a->rec), >=, 1);
+    g_assert_cmpuint(count_in_log("a: pin command answered after"), ==, 1);
+    /* Stuck again at shutdown: the restore of B is done, A's is given up after the bound. */
+    rec_vm_set_mode(a->rec, REC_BLOCK);
+    set_load(b, 0.0);
+    step(fx, 1);
+    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_settle(fx->core, 1000);
+    g_assert_true(fx->stopped);
+    g_assert_true(rec_vm_blocked(a->rec) || rec_vm_restores(a->rec) == 0);
+    g_assert_cmpuint(rec_vm_restores(b->rec), ==, 1);
+    g_assert_cmpuint(count_in_log("a: did not answer within 300 ms"), ==, 1);
+}
+
+/* A stopped QEMU process (SIGSTOP) is stalled until it runs again; no command is sent to it. */
+static void test_stopped_process(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    step(fx, 2);
+    guint pins = rec_vm_pins(a->rec);
+    set_load(a, 0.0);
+    fake_host_set_state(fx->host, a->pid, 'T');
+    step(fx, 2);
+    g_assert_true(sa_vm_is_stalled(core_vm(fx, a)));
+    g_autofree char *state = status_member(fx, "a", "state");
+    g_assert_cmpstr(state, ==, "\"stalled\"");
+    sa_core_reload(fx->core, test_config(), sa_topology_load(SA_LAYOUT_NODE, NULL, NULL));
+    step(fx, 2);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, pins);
+    fake_host_set_state(fx->host, a->pid, 'S');
+    set_load(a, 0.2);
+    step(fx, 2);
+    g_assert_false(sa_vm_is_stalled(core_vm(fx, a)));
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, pins + 1);
+}
+
+/* Discovery runs on the VM's worker and reports; a discovery that finds nothing forgets. */
+static void test_discover(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    g_autoptr(SaVmFacts) f = vm_facts(a, "renamed", 1);
+    RecVm *r = rec_vm_new(a->key, f);
+    sa_core_discover(fx->core, &rec_ops, r, a->key, "a");
+    sa_core_settle(fx->core, 1000);
+    g_assert_cmpstr(core_vm(fx, a)->name, ==, "renamed");
+    g_assert_cmpint(core_vm(fx, a)->settings.preferred, ==, 1);
+    rec_vm_set_mode(r, REC_GONE);
+    sa_core_discover(fx->core, &rec_ops, r, a->key, "renamed");
+    sa_core_settle(fx->core, 1000);
+    g_assert_null(core_vm(fx, a));
+    rec_vm_unref(r);
+}
+
+/* ---- the managed/unmanaged rule, from a table ---- */
+
+typedef struct {
+    const char *what;
+    bool has_settings;
+    SaMode mode;
+    SaManage manage;
+    const char *pin0; /* vCPU 0's user pin, NULL none */
+    const char *cpuset;
+    pid_t pid;
+    const char *error;
+    SaVmStatus status;
+    const char *reason; /* a part of it */
+    const char *allowed;
+} JudgeRow;
+
+static const JudgeRow judge_rows[] = {
+    {"defaults", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, NULL, SA_VM_MANAGED,
+     "(config defaults)", "0-3"},
+    {"settings", true, SA_MODE_STRICT, SA_MANAGE_ALL, NULL, "1-2", 10, NULL, SA_VM_MANAGED,
+     "mode strict, allowed CPUs 1-2", "1-2"},
+    {"mode off", true, SA_MODE_OFF, SA_MANAGE_ALL, NULL, NULL, 10, NULL, SA_VM_UNMANAGED,
+     "says mode=\"off\"", "0-3"},
+    {"explicit", false, SA_MODE_SOFT, SA_MANAGE_EXPLICIT, NULL, NULL, 10, NULL, SA_VM_UNMANAGED,
+     "manage=explicit", "0-3"},
+    {"explicit, settings", true, SA_MODE_SOFT, SA_MANAGE_EXPLICIT, NULL, NULL, 10, NULL,
+     SA_VM_MANAGED, "mode soft", "0-3"},
+    {"user pins", false, SA_MODE_SOFT, SA_MANAGE_ALL, "1", NULL, 10, NULL, SA_VM_UNMANAGED,
+     "pinned by the user", "1"},
+    {"user pins, settings", true, SA_MODE_SOFT, SA_MANAGE_ALL, "3", "2-3", 10, NULL, SA_VM_MANAGED,
+     "allowed CPUs 3", "3"},
+    {"no online CPU", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, "8-9", 10, NULL, SA_VM_UNMANAGED,
+     "no online CPU", ""},
+    {"no process", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 0, NULL, SA_VM_UNMANAGED,
+     "QEMU process was not found", "0-3"},
+    {"invalid", true, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, "softness=\"x\" is bad",
+     SA_VM_INVALID, "softness=\"x\" is bad", "0-3"},
+};
+
+static void test_judge_table(void)
+{
+    g_autoptr(SaCpuSet) online = sa_cpuset_parse("0-3", NULL);
+    for (guint i = 0; i < G_N_ELEMENTS(judge_rows); i++) {
+        const JudgeRow *row = &judge_rows[i];
+        g_autoptr(SaConfig) cfg = sa_config_new_default();
+        cfg->manage = row->manage;
+        g_autoptr(SaVmFacts) f = rec_facts("k", "vm", row->pid, 2);
+        f->has_settings = row->has_settings;
+        f->settings.mode = row->mode;
+        f->settings_error = g_strdup(row->error);
+        f->vcpu_cpuset = row->cpuset ? sa_cpuset_parse(row->cpuset, NULL) : NULL;
+        if (row->pin0) {
+            f->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+            g_ptr_array_add(f->vcpu_pins, sa_cpuset_parse(row->pin0, NULL));
+            g_ptr_array_add(f->vcpu_pins, NULL);
+        }
+        SaJudgement j;
+        sa_judge_vm(f, cfg, online, "test settings", &j);
+        g_test_message("%s: %s (%s)", row->what, sa_vm_status_to_string(j.status), j.reason);
+        g_assert_cmpint(j.status, ==, row->status);
+        g_assert_nonnull(strstr(j.reason, row->reason));
+        g_autofree char *allowed = sa_cpuset_format(j.allowed);
+        g_assert_cmpstr(allowed, ==, row->allowed);
+        sa_judgement_clear(&j);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    /* The core warns on purpose here (stalls, failures): warnings are captured, not fatal. */
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+    captured = g_string_new(NULL);
+    g_log_set_writer_func(capture_writer, NULL, NULL);
+
+    g_test_add_func("/core/judge-table", test_judge_table);
+#define ADD(path, fn) g_test_add(path, Fx, NULL, fx_setup, fn, fx_teardown)
+    ADD("/core/placement", test_placement);
+    ADD("/core/burst-retreat", test_burst_and_retreat);
+    ADD("/core/restore-on-shutdown", test_restore_on_shutdown);
+    ADD("/core/reload-keeps-counters", test_reload_keeps_counters);
+    ADD("/core/vanish-mid-tick", test_vanish_mid_tick);
+    ADD("/core/apply-transient", test_apply_transient);
+    ADD("/core/apply-gone-refused", test_apply_gone_and_refused);
+    ADD("/core/stalled-backend", test_stalled_backend);
+    ADD("/core/stopped-process", test_stopped_process);
+    ADD("/core/discover", test_discover);
+#undef ADD
+    return g_test_run();
+}
