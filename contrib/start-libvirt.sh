@@ -37,6 +37,14 @@ running() {
 
 mkdir -p /run/libvirt /var/log/libvirt /var/lib/libvirt/qemu /var/cache/libvirt
 
+# Without udev, /dev/kvm stays root:root 0600 and libvirt probes QEMU again on every VM start
+# (tens of seconds); give it the group and mode udev gives it.
+if [ -c /dev/kvm ] && getent group kvm >/dev/null 2>&1 &&
+    [ "$(stat -c %G:%a /dev/kvm)" != "kvm:660" ]; then
+    log "giving /dev/kvm group kvm, mode 660 (as udev does)"
+    chgrp kvm /dev/kvm && chmod 660 /dev/kvm
+fi
+
 # libvirtd logs to syslog/journal by default; without systemd there may be neither, so ask
 # for a file log unless the admin configured logging already.
 ensure_log_config() {
