@@ -2,7 +2,9 @@
  * Default tick 500 ms, dwell 2000 ms, smoothing 0.5, max_holdoff 30000 ms, softness 50. */
 #define G_LOG_DOMAIN "softaff-test-scenarios"
 
+#include <errno.h>
 #include <glib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sim.h"
@@ -570,6 +572,18 @@ static void test_determinism(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    /* SOFTAFF_DECISION_LOG=path writes every decision of every scenario there (the golden test,
+     * test-decisions.c, compares it with tests/data/policy/decisions.golden). */
+    const char *log_path = g_getenv("SOFTAFF_DECISION_LOG");
+    FILE *log = NULL;
+    if (log_path != NULL) {
+        log = fopen(log_path, "w");
+        if (log == NULL) {
+            g_printerr("%s: %s\n", log_path, g_strerror(errno));
+            return 1;
+        }
+        sim_log_decisions(log);
+    }
     g_test_add_func("/policy/burst-uses-idle", test_burst_uses_idle);
     g_test_add_func("/policy/two-busy-stay-home", test_two_busy_stay_home);
     g_test_add_func("/policy/owner-wakes-retreat", test_owner_wakes_retreat);
@@ -590,5 +604,13 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/preferred-missing", test_preferred_missing);
     g_test_add_func("/policy/return-home", test_return_home);
     g_test_add_func("/policy/determinism", test_determinism);
-    return g_test_run();
+    int status = g_test_run();
+    if (log != NULL) {
+        sim_log_decisions(NULL);
+        if (fclose(log) != 0) {
+            g_printerr("%s: %s\n", log_path, g_strerror(errno));
+            status = 1;
+        }
+    }
+    return status;
 }
