@@ -73,9 +73,6 @@ typedef struct {
     gint64 last_voluntary_ms; /* last burst, widening or voluntary return; dwell counts from it */
     gint64 fits_since_ms;     /* since when fewer visited partitions would do */
     gint64 last_forced_ms;    /* last owner-forced retreat (or back-off decay) */
-    guint64 changes;          /* counters, for status and metrics */
-    guint64 bursts;           /* partitions added (bursts and widenings) */
-    guint64 retreats;         /* owner-forced retreats */
 } SaVmPolicyState;
 
 typedef struct {
@@ -96,6 +93,8 @@ typedef struct {
     /* --- output of the last sa_policy_tick --- */
     bool changed;     /* vcpus/emulator sets differ from what was applied: apply them */
     char reason[192]; /* why (set whenever changed, and for rejected bursts at debug level) */
+    guint bursts;     /* partitions added this tick (bursts and widenings) */
+    guint retreats;   /* owner-forced retreats this tick */
 } SaPolicyVm;
 
 void sa_policy_vm_init(SaPolicyVm *vm);

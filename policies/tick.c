@@ -626,7 +626,7 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
         format_ids(ids, sizeof ids, forced_ids, MIN(n_forced, G_N_ELEMENTS(forced_ids)));
         st->forced_retreats++;
         st->last_forced_ms = now;
-        st->retreats += n_forced;
+        vm->retreats += n_forced;
         st->fits_since_ms = NEVER;
         st->last_voluntary_ms = NEVER; /* from here the back-off decides, not the dwell */
         gint64 h = holdoff_ms(cfg, st->forced_retreats);
@@ -695,7 +695,7 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
                     if (n > 0) {
                         char ids[64];
                         format_ids(ids, sizeof ids, added_ids, n);
-                        st->bursts += n;
+                        vm->bursts += n;
                         st->last_voluntary_ms = now;
                         append(why,
                                "widen onto partition%s %s: still %.1f vCPUs waiting, %.1f idle "
@@ -730,7 +730,7 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
                     if (n > 0) {
                         char ids[64];
                         format_ids(ids, sizeof ids, added_ids, n);
-                        st->bursts += n;
+                        vm->bursts += n;
                         st->last_voluntary_ms = now;
                         t->relief[home] += MIN(MIN(covered, extra), self_home + wait);
                         append(why,
@@ -783,7 +783,6 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
     st->placed = true;
     if (changed) {
         vm->changed = true;
-        st->changes++;
         st->last_change_ms = now;
         if (why->len == 0)
             append(why, "the allowed set or the partitions' CPUs changed");
@@ -847,6 +846,8 @@ void sa_policy_tick(const SaPolicyConfig *cfg, const SaPolicyHost *host, SaPolic
     resolve_homes(&t, vms);
     account(&t, vms);
 
+    for (guint i = 0; i < n_vms; i++)
+        vms[i]->bursts = vms[i]->retreats = 0;
     g_autoptr(GString) why = g_string_sized_new(256);
     for (guint i = 0; i < n_vms; i++)
         decide(&t, vms[i], i, why);

@@ -251,9 +251,8 @@ void sim_log_decisions(FILE *out)
 /* This tick's events of one VM, added to its totals. */
 static void count_events(SimVm *vm, guint *bursts, guint *retreats)
 {
-    /* The original policy keeps lifetime counters: this tick's events are their growth. */
-    *bursts = (guint)(vm->vm.st.bursts - vm->bursts);
-    *retreats = (guint)(vm->vm.st.retreats - vm->retreats);
+    *bursts = vm->vm.bursts;
+    *retreats = vm->vm.retreats;
     vm->bursts += *bursts;
     vm->retreats += *retreats;
 }

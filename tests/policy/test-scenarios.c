@@ -49,7 +49,7 @@ static void test_burst_uses_idle(void)
     g_assert_cmpfloat(sim_vm_run(sim, a), >, 7.5);
     g_assert_cmpstr(sim_vcpus(b), ==, "2-3");
     g_assert_cmpuint(b->changes, ==, 1);
-    g_assert_cmpuint(a->vm.st.bursts, ==, 3);
+    g_assert_cmpuint(a->bursts, ==, 3);
 }
 
 /* Both owners busy: everybody stays home, nothing changes after the first placement. */
@@ -93,7 +93,7 @@ static void test_owner_wakes_retreat(void)
     g_assert_cmpint(a->last_change, ==, step);
     g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
     g_assert_cmpint(a->vm.st.state, ==, SA_STATE_HOME);
-    g_assert_cmpuint(a->vm.st.retreats, ==, 1);
+    g_assert_cmpuint(a->retreats, ==, 1);
     g_assert_nonnull(strstr(a->vm.reason, "retreat from partition 1"));
 
     /* It stays out while the owner is busy; the owner never moved and gets its CPUs. */
@@ -189,11 +189,10 @@ static void test_owner_load_oscillates(void)
     for (guint k = 0; k < 240; k++) {
         sim_vm_set_load(b, (k / 2) % 2 ? 1.0 : IDLE);
         guint before = a->changes;
-        guint64 bursts = a->vm.st.bursts;
         sim_step(sim);
         if (k >= 80) {
             changes_late += a->changes - before;
-            bursts_late += (guint)(a->vm.st.bursts - bursts);
+            bursts_late += a->vm.bursts;
         }
         g_assert_cmpstr(sim_vcpus(b), ==, "2-3");
     }
@@ -526,7 +525,7 @@ static void test_return_home(void)
     /* Not before dwell_ms of fitting (4 ticks), not much later either. */
     g_assert_cmpint(a->last_change, >=, step + 4);
     g_assert_cmpint(a->last_change, <=, step + 8);
-    g_assert_cmpuint(a->vm.st.retreats, ==, 0);
+    g_assert_cmpuint(a->retreats, ==, 0);
     g_assert_nonnull(strstr(a->vm.reason, "return home"));
 
     /* Busy again right away: the dwell time holds the burst back, then it bursts. */
