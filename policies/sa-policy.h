@@ -109,6 +109,10 @@ typedef struct {
     guint owner_vcpus; /* vCPUs homed here (commitment) */
 } SaPartitionUsage;
 
+/* The partition index a vCPU's run is attributed to: the partition of the CPU it last ran on, else
+ * (unknown CPU, or a CPU in no partition) home_idx. */
+int sa_policy_run_partition(const SaTopology *topo, int last_cpu, int home_idx);
+
 /* One tick: decides home, state and CPU sets for every VM. usage, when not NULL, has
  * topo->partitions->len entries and receives the utilization split. */
 void sa_policy_tick(const SaPolicyConfig *cfg, const SaPolicyHost *host, SaPolicyVm *const *vms,
