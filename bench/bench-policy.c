@@ -226,6 +226,10 @@ static PolicyResult run_policy(guint ticks, guint warmup, double hot)
         double t0 = thread_cpu_us();
         sa_policy_tick(&cfg, &host, pvms, N_VMS, usage);
         double t1 = thread_cpu_us();
+        for (guint i = 0; i < N_VMS; i++) {
+            r.bursts += vms[i].vm.bursts;
+            r.retreats += vms[i].vm.retreats;
+        }
         if (t >= warmup) {
             times[t - warmup] = t1 - t0;
             for (guint i = 0; i < N_VMS; i++)
@@ -235,8 +239,6 @@ static PolicyResult run_policy(guint ticks, guint warmup, double hot)
         }
     }
     for (guint i = 0; i < N_VMS; i++) {
-        r.bursts += vms[i].vm.st.bursts;
-        r.retreats += vms[i].vm.st.retreats;
         r.bursting += vms[i].vm.st.state == SA_STATE_BURST;
         sa_policy_vm_clear(&vms[i].vm);
         g_free(names[i]);

@@ -41,6 +41,37 @@ static bool candidate_better(const Candidate *a, const Candidate *b)
     return a->part->id < b->part->id;
 }
 
+/* The partition of the best candidate, why, and its commitment. */
+static void advise(const Candidate *best, guint64 memory_bytes, SaAdvice *out)
+{
+    out->partition_id = (int)best->part->id;
+    out->commitment = (double)best->load / best->cpus;
+    int len = g_snprintf(out->reason, sizeof out->reason,
+                         "partition %u: least committed, %.2f home vCPUs per CPU with this VM",
+                         best->part->id, out->commitment);
+    if (memory_bytes == 0 || len <= 0 || (gsize)len >= sizeof out->reason)
+        return;
+    g_autofree char *need = g_format_size_full(memory_bytes, G_FORMAT_SIZE_IEC_UNITS);
+    g_autofree char *have = g_format_size_full(best->mem_free, G_FORMAT_SIZE_IEC_UNITS);
+    if (best->mem_ok)
+        g_snprintf(out->reason + len, sizeof out->reason - (gsize)len,
+                   "; its node has %s free for %s", have, need);
+    else
+        g_snprintf(out->reason + len, sizeof out->reason - (gsize)len,
+                   "; no node has %s free (its node: %s)", need, have);
+}
+
+static void no_home_error(const SaCpuSet *allowed, GError **error)
+{
+    if (allowed) {
+        g_autofree char *text = sa_cpuset_format(allowed);
+        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
+                    "no partition has an online CPU in the allowed set '%s'", text);
+    } else {
+        g_set_error_literal(error, SA_ERROR, SA_ERROR_NOT_FOUND, "no partition has an online CPU");
+    }
+}
+
 bool sa_policy_choose_home_claimed(const SaTopology *topo, const guint *committed_vcpus,
                                    const guint64 *claimed_bytes, const SaCpuSet *allowed,
                                    guint n_vcpus, guint64 memory_bytes, SaAdvice *out,
@@ -71,34 +102,11 @@ bool sa_policy_choose_home_claimed(const SaTopology *topo, const guint *committe
             found = true;
         }
     }
-
     if (!found) {
-        if (allowed) {
-            g_autofree char *text = sa_cpuset_format(allowed);
-            g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
-                        "no partition has an online CPU in the allowed set '%s'", text);
-        } else {
-            g_set_error_literal(error, SA_ERROR, SA_ERROR_NOT_FOUND,
-                                "no partition has an online CPU");
-        }
+        no_home_error(allowed, error);
         return false;
     }
-
-    out->partition_id = (int)best.part->id;
-    out->commitment = (double)best.load / best.cpus;
-    int len = g_snprintf(out->reason, sizeof out->reason,
-                         "partition %u: least committed, %.2f home vCPUs per CPU with this VM",
-                         best.part->id, out->commitment);
-    if (memory_bytes > 0 && len > 0 && (gsize)len < sizeof out->reason) {
-        g_autofree char *need = g_format_size_full(memory_bytes, G_FORMAT_SIZE_IEC_UNITS);
-        g_autofree char *have = g_format_size_full(best.mem_free, G_FORMAT_SIZE_IEC_UNITS);
-        if (best.mem_ok)
-            g_snprintf(out->reason + len, sizeof out->reason - (gsize)len,
-                       "; its node has %s free for %s", have, need);
-        else
-            g_snprintf(out->reason + len, sizeof out->reason - (gsize)len,
-                       "; no node has %s free (its node: %s)", need, have);
-    }
+    advise(&best, memory_bytes, out);
     return true;
 }
 

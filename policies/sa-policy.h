@@ -92,17 +92,13 @@ typedef struct {
 
     /* --- output of the last sa_policy_tick --- */
     bool changed;     /* vcpus/emulator sets differ from what was applied: apply them */
+    char reason[192]; /* why (set whenever changed, and for rejected bursts at debug level) */
     guint bursts;     /* partitions added this tick (bursts and widenings) */
     guint retreats;   /* owner-forced retreats this tick */
-    char reason[192]; /* why (set whenever changed, and for rejected bursts at debug level) */
 } SaPolicyVm;
 
 void sa_policy_vm_init(SaPolicyVm *vm);
 void sa_policy_vm_clear(SaPolicyVm *vm);
-
-/* The partition index a vCPU's run is attributed to: the partition of the CPU it last ran on,
- * else (unknown CPU, or a CPU in no partition) home_idx. */
-int sa_policy_run_partition(const SaTopology *topo, int last_cpu, int home_idx);
 
 /* Per partition (indexed like topo->partitions), in CPUs (1.0 = one CPU fully busy). */
 typedef struct {
@@ -112,6 +108,10 @@ typedef struct {
     guint n_owner_vms;
     guint owner_vcpus; /* vCPUs homed here (commitment) */
 } SaPartitionUsage;
+
+/* The partition index a vCPU's run is attributed to: the partition of the CPU it last ran on, else
+ * (unknown CPU, or a CPU in no partition) home_idx. */
+int sa_policy_run_partition(const SaTopology *topo, int last_cpu, int home_idx);
 
 /* One tick: decides home, state and CPU sets for every VM. usage, when not NULL, has
  * topo->partitions->len entries and receives the utilization split. */

@@ -1,23 +1,22 @@
-/* softaff — one policy tick: homes, per-partition accounting, retreat, burst, return home.
+/* softaff — one policy tick: homes, per-partition accounting, then per VM its demand, home,
+ * back-off, retreat, burst (or widen or shrink) and CPU sets.
  *
- * Every formula is explained in docs/policy.md; the names here follow it (capacity, busy,
- * owners, visitors, unmanaged, owner_wait, owner_demand, margin, spare, demand, extra).
+ * This file gathers the numbers and applies the decisions; the rules that judge the numbers are
+ * the small inline functions of sa-policy-rules.h. Every formula is explained in
+ * docs/policy.md; the names here follow it (capacity, busy, owners, visitors, unmanaged,
+ * owner_wait, owner_demand, margin, spare, demand, extra).
  * Cost: O(CPUs + total vCPUs + VMs × partitions) with one scratch allocation per tick. */
 #define G_LOG_DOMAIN "softaff-policy"
 
 #include "sa-policy-private.h"
+#include "sa-policy-rules.h"
 
 #include <stdarg.h>
 #include <string.h>
 
-#define NEVER G_MININT64
-/* An owner's background noise must not evict visitors: margin = max(0.25 CPU, 10%). */
-#define MARGIN_MIN_CPUS 0.25
-#define MARGIN_FRACTION 0.10
-/* A burst target must offer at least half an idle CPU. */
-#define MIN_SPARE_CPUS 0.5
-/* Longest back-off shift: dwell_ms << 20 is far beyond any max_holdoff_ms. */
-#define MAX_HOLDOFF_SHIFT 20
+#define NEVER SA_POLICY_NEVER
+/* Partitions named in one reason. */
+#define MAX_IDS 16
 
 typedef enum {
     HOME_NONE,
@@ -29,7 +28,6 @@ typedef enum {
 
 typedef struct {
     const SaPolicyConfig *cfg;
-    const SaPolicyHost *host;
     const SaTopology *topo;
     gint64 now;
     double interval_ns; /* 0: no interval, no samples this tick */
@@ -42,7 +40,7 @@ typedef struct {
 
     /* per CPU */
     guint n_cpu_map;
-    int *part_of_cpu;
+    int *part_of_cpu; /* from sa_policy_map_cpus() */
 
     /* per partition, in CPUs */
     guint *capacity;      /* online CPUs */
@@ -57,6 +55,7 @@ typedef struct {
     double *visitors_now; /* visitors minus those that retreated this tick */
     double *reserved;     /* spare promised to bursts decided this tick */
     double *relief;       /* owner demand moved away by bursts decided this tick */
+    double *room;         /* room on each visited partition of the VM being decided */
     guint *committed;     /* vCPUs homed here */
     guint *owner_vms;
     guint8 *retreated; /* a visitor was pushed out this tick: no burst target this tick */
@@ -75,6 +74,8 @@ typedef struct {
 
     SaCpuSet *set;
     SaCpuSet *tmp;
+    SaCpuSet *own_all; /* t->all when the topology has no online set */
+    char *scratch;     /* the one allocation behind every array above */
 } Tick;
 
 /* ---- scratch: one allocation, laid out twice (measure, then carve) ---- */
@@ -84,6 +85,7 @@ typedef struct {
     gsize used;
 } Arena;
 
+/* The next size bytes (16-aligned); NULL while only measuring (no base yet). */
 static void *arena_take(Arena *a, gsize size)
 {
     void *p = a->base ? a->base + a->used : NULL;
@@ -93,6 +95,7 @@ static void *arena_take(Arena *a, gsize size)
 
 #define TAKE(a, field, n) ((field) = arena_take((a), sizeof(*(field)) * (gsize)(n)))
 
+/* Every per-CPU, per-partition, per-node and per-VM array of the tick, in one arena. */
 static void tick_layout(Tick *t, Arena *a)
 {
     guint np = t->n_parts;
@@ -109,6 +112,7 @@ static void tick_layout(Tick *t, Arena *a)
     TAKE(a, t->visitors_now, np);
     TAKE(a, t->reserved, np);
     TAKE(a, t->relief, np);
+    TAKE(a, t->room, np);
     TAKE(a, t->committed, np);
     TAKE(a, t->owner_vms, np);
     TAKE(a, t->retreated, np);
@@ -124,14 +128,7 @@ static void tick_layout(Tick *t, Arena *a)
 
 /* ---- small helpers ---- */
 
-int sa_policy_run_partition(const SaTopology *topo, int last_cpu, int home_idx)
-{
-    if (last_cpu < 0)
-        return home_idx;
-    int p = sa_topology_partition_of_cpu(topo, (guint)last_cpu);
-    return p >= 0 ? p : home_idx;
-}
-
+/* The partition at index idx. */
 static inline const SaPartition *part_at(const Tick *t, int idx)
 {
     return g_ptr_array_index(t->topo->partitions, idx);
@@ -154,21 +151,9 @@ static int find_part(const Tick *t, guint id)
     return -1;
 }
 
-static inline gint64 elapsed(gint64 now, gint64 since)
-{
-    return since == NEVER ? G_MAXINT64 : now - since;
-}
-
 static inline double clamp01(double x)
 {
     return x < 0 ? 0 : x > 1 ? 1 : x;
-}
-
-static inline guint distance(const Tick *t, guint a, guint b)
-{
-    if (t->topo->partition_distance)
-        return t->topo->partition_distance[a * t->n_parts + b];
-    return a == b ? 0 : 10;
 }
 
 /* The other partitions, nearest to home first, ties by id (= index order). */
@@ -181,9 +166,9 @@ static const guint *nearest_first(Tick *t, int home)
     for (guint p = 0; p < t->n_parts; p++) {
         if ((int)p == home)
             continue;
-        guint d = distance(t, (guint)home, p);
+        guint d = sa_topology_partition_distance(t->topo, (guint)home, p);
         guint j = n++;
-        while (j > 0 && distance(t, (guint)home, ord[j - 1]) > d) {
+        while (j > 0 && sa_topology_partition_distance(t->topo, (guint)home, ord[j - 1]) > d) {
             ord[j] = ord[j - 1];
             j--;
         }
@@ -229,23 +214,13 @@ static double allowed_utilization(Tick *t, const SaCpuSet *allowed, int p, guint
     return busy / cap_allowed;
 }
 
-/* The partition a vCPU's run is attributed to: where it last ran, else its home. */
+/* The partition a vCPU's run is attributed to: sa_policy_run_partition() on the tick's map. */
 static inline int sample_partition(const Tick *t, int last_cpu, int home)
 {
-    if (last_cpu >= 0 && (guint)last_cpu < t->n_cpu_map && t->part_of_cpu[last_cpu] >= 0)
-        return t->part_of_cpu[last_cpu];
-    return home;
+    return sa_policy_run_partition_mapped(t->part_of_cpu, t->n_cpu_map, last_cpu, home);
 }
 
-static inline void sample_fractions(const Tick *t, const SaVcpuSample *s, double *run,
-                                    double *delay)
-{
-    *run = clamp01((double)s->run_ns / t->interval_ns);
-    *delay = clamp01((double)s->delay_ns / t->interval_ns);
-    if (*delay > 1 - *run)
-        *delay = 1 - *run;
-}
-
+/* Whether the VM brings vCPU samples for this tick's interval. */
 static bool has_samples(const Tick *t, const SaPolicyVm *vm)
 {
     return t->interval_ns > 0 && vm->vcpu_samples != NULL && vm->n_vcpus > 0;
@@ -262,12 +237,13 @@ static double vm_run_on(const Tick *t, const SaPolicyVm *vm, guint i, int p)
         if (sample_partition(t, s->last_cpu, t->home[i]) != p)
             continue;
         double run, delay;
-        sample_fractions(t, s, &run, &delay);
+        sa_policy_sample_fractions(s, t->interval_ns, &run, &delay);
         total += run;
     }
     return total;
 }
 
+/* Whether partition id is among the VM's visited ones. */
 static bool visited_has(const SaVmPolicyState *st, guint id)
 {
     for (guint k = 0; k < st->visited->len; k++)
@@ -289,6 +265,7 @@ static void format_ids(char *buf, gsize size, const guint *ids, guint n)
     }
 }
 
+/* Appends one clause to a reason, "; "-separated. */
 static void G_GNUC_PRINTF(2, 3) append(GString *why, const char *fmt, ...)
 {
     va_list ap;
@@ -299,12 +276,7 @@ static void G_GNUC_PRINTF(2, 3) append(GString *why, const char *fmt, ...)
     va_end(ap);
 }
 
-static double min_wait(guint softness)
-{
-    /* 0.15 CPU at softness 1, 0.1 at 50, 0.05 at 100 */
-    return 0.05 + 0.001 * (100 - MIN(softness, 100u));
-}
-
+/* How a home was found, as the reason says it. */
 static const char *how_text(HomeHow how)
 {
     switch (how) {
@@ -324,104 +296,120 @@ static const char *how_text(HomeHow how)
 
 /* ---- phase 1: the per-CPU map and the per-partition busy time ---- */
 
+/* The CPU table, and per partition its online CPUs, busy time and margin. */
 static void measure_partitions(Tick *t)
 {
-    for (guint c = 0; c < t->n_cpu_map; c++)
-        t->part_of_cpu[c] = -1;
+    sa_policy_map_cpus(t->topo, t->part_of_cpu, t->n_cpu_map);
     for (guint p = 0; p < t->n_parts; p++) {
         const SaCpuSet *cpus = part_at(t, (int)p)->cpus;
         double busy = 0;
         guint cap = 0;
         for (int c = sa_cpuset_next(cpus, -1); c >= 0; c = sa_cpuset_next(cpus, c)) {
-            t->part_of_cpu[c] = (int)p;
             cap++;
             if ((guint)c < t->n_cpu_busy)
                 busy += clamp01(t->cpu_busy[c]);
         }
         t->capacity[p] = cap;
         t->busy[p] = busy;
-        t->margin[p] = MAX(MARGIN_MIN_CPUS, MARGIN_FRACTION * cap);
+        t->margin[p] = sa_policy_margin(cap);
     }
 }
 
 /* ---- phase 2: homes, in array order ---- */
 
+/* Whether partition p can be the VM's home: it exists and has online CPUs the VM may use. */
 static bool home_usable(Tick *t, const SaPolicyVm *vm, int p)
 {
     const SaCpuSet *allowed = vm_allowed(t, vm);
     return p >= 0 && t->capacity[p] > 0 && allowed_capacity(t, allowed, p) > 0;
 }
 
+/* The home the VM brings into this tick, first match wins: preferred, assigned earlier, kept
+ * from earlier ticks; -1 when it needs an automatic one. */
+static int known_home(Tick *t, const SaPolicyVm *vm, guint i, HomeHow *how)
+{
+    int p;
+    if (vm->preferred >= 0) {
+        p = find_part(t, (guint)vm->preferred);
+        *how = HOME_PREFERRED;
+        if (p >= 0 && t->capacity[p] > 0)
+            return p;
+        t->preferred_missing[i] = 1;
+    }
+    if (vm->assigned >= 0) {
+        p = find_part(t, (guint)vm->assigned);
+        *how = HOME_ASSIGNED;
+        if (home_usable(t, vm, p))
+            return p;
+    }
+    if (vm->st.placed && vm->st.home >= 0) {
+        p = find_part(t, (guint)vm->st.home);
+        *how = HOME_KEPT;
+        if (home_usable(t, vm, p))
+            return p;
+    }
+    *how = HOME_NONE;
+    return -1;
+}
+
+/* The VM's home is p for this tick: its vCPUs count as committed there. */
+static void set_home(Tick *t, const SaPolicyVm *vm, guint i, int p, HomeHow how)
+{
+    t->home[i] = p;
+    t->how[i] = how;
+    t->committed[p] += vm->n_vcpus;
+    t->owner_vms[p]++;
+}
+
+/* The least committed partition, counting every home set so far, memory promised included. */
+static void choose_home(Tick *t, const SaPolicyVm *vm, guint i)
+{
+    SaAdvice advice;
+    if (!sa_policy_choose_home_claimed(t->topo, t->committed, t->claimed, vm_allowed(t, vm),
+                                       vm->n_vcpus, vm->memory_bytes, &advice, NULL))
+        return;
+    int p = find_part(t, (guint)advice.partition_id);
+    if (p < 0)
+        return;
+    set_home(t, vm, i, p, HOME_AUTO);
+    int node = part_at(t, p)->node;
+    if (node >= 0 && (guint)node < t->n_nodes)
+        t->claimed[node] += vm->memory_bytes;
+}
+
+/* Every managed VM's home: the known ones first, then automatic ones in array order. */
 static void resolve_homes(Tick *t, SaPolicyVm *const *vms)
 {
     for (guint i = 0; i < t->n_vms; i++) {
-        SaPolicyVm *vm = vms[i];
-        int p = -1;
-        HomeHow how = HOME_NONE;
+        HomeHow how;
         t->home[i] = -1;
-        if (vm->mode == SA_MODE_OFF)
+        if (vms[i]->mode == SA_MODE_OFF)
             continue;
-        if (vm->preferred >= 0) {
-            p = find_part(t, (guint)vm->preferred);
-            if (p >= 0 && t->capacity[p] > 0)
-                how = HOME_PREFERRED;
-            else
-                t->preferred_missing[i] = 1;
-        }
-        if (how == HOME_NONE && vm->assigned >= 0) {
-            p = find_part(t, (guint)vm->assigned);
-            if (home_usable(t, vm, p))
-                how = HOME_ASSIGNED;
-        }
-        if (how == HOME_NONE && vm->st.placed && vm->st.home >= 0) {
-            p = find_part(t, (guint)vm->st.home);
-            if (home_usable(t, vm, p))
-                how = HOME_KEPT;
-        }
-        if (how == HOME_NONE)
-            continue;
-        t->home[i] = p;
-        t->how[i] = how;
-        t->committed[p] += vm->n_vcpus;
-        t->owner_vms[p]++;
+        int p = known_home(t, vms[i], i, &how);
+        if (p >= 0)
+            set_home(t, vms[i], i, p, how);
     }
-
     /* Homes chosen now count every home above and those chosen before them in this tick. */
-    for (guint i = 0; i < t->n_vms; i++) {
-        SaPolicyVm *vm = vms[i];
-        if (vm->mode == SA_MODE_OFF || t->home[i] >= 0)
-            continue;
-        SaAdvice advice;
-        if (!sa_policy_choose_home_claimed(t->topo, t->committed, t->claimed, vm_allowed(t, vm),
-                                           vm->n_vcpus, vm->memory_bytes, &advice, NULL))
-            continue;
-        int p = find_part(t, (guint)advice.partition_id);
-        if (p < 0)
-            continue;
-        t->home[i] = p;
-        t->how[i] = HOME_AUTO;
-        t->committed[p] += vm->n_vcpus;
-        t->owner_vms[p]++;
-        int node = part_at(t, p)->node;
-        if (node >= 0 && (guint)node < t->n_nodes)
-            t->claimed[node] += vm->memory_bytes;
-    }
+    for (guint i = 0; i < t->n_vms; i++)
+        if (vms[i]->mode != SA_MODE_OFF && t->home[i] < 0)
+            choose_home(t, vms[i], i);
 }
 
 /* ---- phase 3: who runs where ---- */
 
-static void account(Tick *t, SaPolicyVm *const *vms)
+/* Each vCPU's run counts on the partition it is attributed to, its delay on its home. Unplaced
+ * and unmanaged VMs stay in "unmanaged". */
+static void account_vcpus(Tick *t, SaPolicyVm *const *vms)
 {
     for (guint i = 0; i < t->n_vms; i++) {
         const SaPolicyVm *vm = vms[i];
         int home = t->home[i];
-        /* Unplaced and unmanaged VMs stay in "unmanaged". */
         if (home < 0 || !has_samples(t, vm))
             continue;
         for (guint v = 0; v < vm->n_vcpus; v++) {
             const SaVcpuSample *s = &vm->vcpu_samples[v];
             double run, delay;
-            sample_fractions(t, s, &run, &delay);
+            sa_policy_sample_fractions(s, t->interval_ns, &run, &delay);
             int p = sample_partition(t, s->last_cpu, home);
             if (p == home) {
                 t->owners[p] += run;
@@ -434,10 +422,13 @@ static void account(Tick *t, SaPolicyVm *const *vms)
             t->wait[i] += delay;
         }
     }
+}
 
-    /* A vCPU that moved during the interval is counted where it last ran: one partition then
-     * shows more run than busy time (excess) and another less (deficit). The deficit nobody
-     * explains is unmanaged load, after taking the misattributed excess off, proportionally. */
+/* A vCPU that moved during the interval is counted where it last ran: one partition then shows
+ * more run than busy time (excess) and another less (deficit). The deficit nobody explains is
+ * unmanaged load, after taking the misattributed excess off, proportionally. */
+static void account_partitions(Tick *t)
+{
     double excess = 0, deficit = 0;
     for (guint p = 0; p < t->n_parts; p++) {
         double d = t->busy[p] - t->owners[p] - t->visitors[p];
@@ -446,17 +437,12 @@ static void account(Tick *t, SaPolicyVm *const *vms)
         else
             excess -= d;
     }
-    double keep = deficit > excess ? 1.0 - excess / deficit : 0.0;
+    double keep = sa_policy_unmanaged_share(excess, deficit);
     for (guint p = 0; p < t->n_parts; p++) {
         double d = t->busy[p] - t->owners[p] - t->visitors[p];
         t->unmanaged[p] = d > 0 ? d * keep : 0;
-        /* Unmanaged load's own run delay is invisible. Where it shares CPUs with visitors, it
-         * waits about as long per CPU second of run as they do, at most as long as it runs (the
-         * scheduler favours light tasks): hidden = unmanaged × min(1, visitor_wait / visitors).
-         * Unmanaged load below the margin is noise and gets no estimate. */
-        double hidden = 0;
-        if (t->visitors[p] > 0 && t->unmanaged[p] >= t->margin[p])
-            hidden = t->unmanaged[p] * MIN(1.0, t->visitor_wait[p] / t->visitors[p]);
+        double hidden = sa_policy_hidden_wait(t->unmanaged[p], t->visitors[p], t->visitor_wait[p],
+                                              t->margin[p]);
         t->owner_demand[p] = t->owners[p] + t->unmanaged[p] + hidden + t->owner_wait[p];
         /* Visitors cannot have run more than the partition was busy: when several of a VM's
          * vCPUs were last seen here, their whole interval is charged here, and without the cap
@@ -467,6 +453,35 @@ static void account(Tick *t, SaPolicyVm *const *vms)
 
 /* ---- phase 4: one VM's decision ---- */
 
+/* One VM's decision in progress: what its phases share. */
+typedef struct {
+    SaPolicyVm *vm;
+    SaVmPolicyState *st;
+    guint i;                 /* its index in the tick's per-VM arrays */
+    int home;                /* home partition index, -1 none */
+    int home_id;             /* home partition id, -1 none */
+    bool new_home;           /* first placement or a home that moved */
+    const SaCpuSet *allowed; /* never empty */
+    guint softness;
+    bool samples;   /* it has samples for this interval */
+    double instant; /* run + wait this interval, CPUs */
+    double wait;    /* wait this interval, CPUs */
+    guint cap_home; /* allowed CPUs of home */
+    bool soft;      /* it may run beyond home */
+    guint n_forced; /* partitions it left for their owners this tick */
+    bool rejected;  /* a burst was wanted and not made: the reason says why */
+    GString *why;   /* the reason being written */
+} Decision;
+
+/* What the VM wants and what its home can give it, for bursting, widening and shrinking. */
+typedef struct {
+    double demand;     /* CPUs to plan for */
+    double self_home;  /* its run at home */
+    double avail_home; /* CPUs its home can give it */
+    double need;       /* demand + margin(home) */
+} Want;
+
+/* Mode off: the policy lets go of a placed VM (no home, no sets) and says so once. */
 static void forget(SaPolicyVm *vm)
 {
     SaVmPolicyState *st = &vm->st;
@@ -482,324 +497,452 @@ static void forget(SaPolicyVm *vm)
     g_strlcpy(vm->reason, "mode off: left alone", sizeof vm->reason);
 }
 
-/* What the VM could get on visited/candidate partition p (not counting the margin). */
-static double room_on(Tick *t, const SaPolicyVm *vm, guint i, const SaCpuSet *allowed, int p)
+/* What the VM could get on partition p (not counting the margin). */
+static double room_on(Tick *t, const Decision *d, int p)
 {
-    guint cap_allowed = allowed_capacity(t, allowed, p);
+    guint cap_allowed = allowed_capacity(t, d->allowed, p);
     if (cap_allowed == 0)
         return 0;
-    double others = MAX(0.0, t->visitors_now[p] - vm_run_on(t, vm, i, p));
+    double others = MAX(0.0, t->visitors_now[p] - vm_run_on(t, d->vm, d->i, p));
     double room = t->capacity[p] - t->owner_demand[p] - others - t->reserved[p];
     return MIN((double)cap_allowed, room);
 }
 
-/* Adds candidate partitions nearest first until their spare covers extra. Returns how many
- * were added; *covered receives their total spare. */
-static guint add_partitions(Tick *t, SaPolicyVm *vm, guint i, const SaCpuSet *allowed, int home,
-                            double extra, double *covered, guint *ids, guint max_ids)
+/* What the VM wants this tick and what its home can give it. */
+static Want want_of(Tick *t, const Decision *d)
 {
-    const guint *ord = nearest_first(t, home);
+    const int home = d->home;
+    Want w;
+    w.demand = sa_policy_demand(d->vm->n_vcpus, d->st->demand, d->instant);
+    w.self_home = vm_run_on(t, d->vm, d->i, home);
+    w.avail_home = sa_policy_avail_home(d->cap_home, t->capacity[home], t->owner_demand[home],
+                                        t->relief[home], w.self_home, d->wait);
+    w.need = w.demand + t->margin[home];
+    return w;
+}
+
+/* Adds candidate partitions nearest first until their spare covers extra: not the home, none
+ * left or visited already, each with at least SA_POLICY_MIN_SPARE_CPUS spare (so with allowed
+ * CPUs). Returns how many (at most MAX_IDS, their ids in ids); *covered is their spare. */
+static guint add_partitions(Tick *t, Decision *d, double extra, double *covered, guint *ids)
+{
+    const guint *ord = nearest_first(t, d->home);
     guint n = 0;
     *covered = 0;
-    for (guint j = 0; j + 1 < t->n_parts && *covered < extra && n < max_ids; j++) {
+    for (guint j = 0; j + 1 < t->n_parts && *covered < extra && n < MAX_IDS; j++) {
         int p = (int)ord[j];
         guint id = part_at(t, p)->id;
-        if (t->retreated[p] || visited_has(&vm->st, id))
+        if (t->retreated[p] || visited_has(d->st, id))
             continue;
-        double spare = room_on(t, vm, i, allowed, p) - t->margin[p];
-        if (spare < MIN_SPARE_CPUS) /* also skips partitions without allowed CPUs */
+        double spare = room_on(t, d, p) - t->margin[p];
+        if (spare < SA_POLICY_MIN_SPARE_CPUS)
             continue;
         t->reserved[p] += MIN(spare, extra - *covered);
         *covered += spare;
         ids[n++] = id;
-        g_array_append_val(vm->st.visited, id);
+        g_array_append_val(d->st->visited, id);
     }
     return n;
 }
 
-static gint64 holdoff_ms(const SaPolicyConfig *cfg, guint forced_retreats)
+/* A burst or a widening added n partitions: this tick's event, and the dwell time restarts. */
+static void count_added(const Tick *t, Decision *d, guint n)
 {
-    /* The first forced retreat costs nothing (the owner may have woken briefly); each further
-     * one doubles the back-off, from dwell_ms up to max_holdoff_ms. */
-    if (forced_retreats <= 1)
-        return 0;
-    guint shift = MIN(forced_retreats - 2, (guint)MAX_HOLDOFF_SHIFT);
-    gint64 h = (gint64)cfg->dwell_ms << shift;
-    return MIN(h, (gint64)cfg->max_holdoff_ms);
+    d->vm->bursts += n;
+    d->st->last_voluntary_ms = t->now;
 }
 
-static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
+/* Starts a decision: last tick's output cleared. A VM in mode off is forgotten; it needs no
+ * further phase (false). */
+static bool decision_start(Tick *t, SaPolicyVm *vm, guint i, GString *why, Decision *d)
 {
-    const SaPolicyConfig *cfg = t->cfg;
-    SaVmPolicyState *st = &vm->st;
-    const gint64 now = t->now;
-    const int home = t->home[i];
-    const SaCpuSet *allowed = vm_allowed(t, vm);
-    const guint softness =
-        vm->softness < 0 ? MIN(cfg->softness, 100u) : MIN((guint)vm->softness, 100u);
-    const bool samples = has_samples(t, vm);
-    bool rejected = false;
-
     vm->changed = false;
     g_string_truncate(why, 0);
-    if (st->visited == NULL)
-        st->visited = g_array_new(FALSE, FALSE, sizeof(guint));
+    if (vm->st.visited == NULL)
+        vm->st.visited = g_array_new(FALSE, FALSE, sizeof(guint));
     if (vm->mode == SA_MODE_OFF) {
         forget(vm);
+        return false;
+    }
+    int home = t->home[i];
+    *d = (Decision){
+        .vm = vm,
+        .st = &vm->st,
+        .i = i,
+        .home = home,
+        .home_id = home >= 0 ? (int)part_at(t, home)->id : -1,
+        .allowed = vm_allowed(t, vm),
+        .softness = sa_policy_effective_softness(t->cfg, vm->softness),
+        .samples = has_samples(t, vm),
+        .why = why,
+    };
+    return true;
+}
+
+/* Demand: this interval's run + wait, and their EWMA. */
+static void update_demand(const Tick *t, Decision *d)
+{
+    if (!d->samples)
+        return;
+    d->instant = t->run[d->i] + t->wait[d->i];
+    d->wait = t->wait[d->i];
+    d->st->demand = sa_policy_smoothed_demand(t->cfg, d->st->demand, d->instant);
+}
+
+/* Home: the one resolved for this tick; a new home ends every visit. */
+static void settle_home(const Tick *t, Decision *d)
+{
+    SaVmPolicyState *st = d->st;
+    if (t->preferred_missing[d->i])
+        append(d->why,
+               "preferred partition %d is not in the layout or has no online CPU, using auto",
+               d->vm->preferred);
+    d->new_home = !st->placed || d->home_id != st->home;
+    if (d->new_home) {
+        if (d->home < 0)
+            append(d->why, "no partition has an online CPU the VM is allowed on: vCPUs get the "
+                           "allowed set");
+        else if (!st->placed)
+            append(d->why, "placed at home partition %d (%s)", d->home_id, how_text(t->how[d->i]));
+        else
+            append(d->why, "home moved from partition %d to %d (%s)", st->home, d->home_id,
+                   how_text(t->how[d->i]));
+        g_array_set_size(st->visited, 0);
+        st->fits_since_ms = NEVER;
+    }
+    st->home = d->home_id;
+}
+
+/* Reach: whether the VM may run beyond home. A home without allowed CPUs, mode strict and
+ * softness 0 end every visit. */
+static void settle_reach(Tick *t, Decision *d)
+{
+    SaVmPolicyState *st = d->st;
+    d->cap_home = d->home >= 0 ? allowed_capacity(t, d->allowed, d->home) : 0;
+    if (d->home >= 0 && d->cap_home == 0) {
+        if (d->new_home || st->visited->len > 0)
+            append(d->why,
+                   "home partition %d has no CPU in the allowed set: vCPUs get the allowed set",
+                   d->home_id);
+        g_array_set_size(st->visited, 0);
+    }
+    d->soft = sa_policy_may_leave_home(d->vm->mode, d->softness, d->cap_home);
+    if (!d->soft && st->visited->len > 0) {
+        append(d->why, "%s: back to home partition %d only",
+               d->vm->mode == SA_MODE_STRICT ? "mode strict" : "softness 0", d->home_id);
+        g_array_set_size(st->visited, 0);
+        st->fits_since_ms = NEVER;
+    }
+}
+
+/* Back-off decay: after a quiet max_holdoff_ms the back-off forgets half of its history. */
+static void decay_backoff(const Tick *t, Decision *d)
+{
+    if (!sa_policy_backoff_decays(t->cfg, d->st, t->now))
+        return;
+    d->st->forced_retreats /= 2;
+    d->st->last_forced_ms = t->now;
+}
+
+/* The VM left n_forced partitions for their owners (ids, the first one's owners needing need of
+ * cap CPUs): this tick's event, the back-off grows, and the reason says so. */
+static void start_backoff(const Tick *t, Decision *d, const guint *ids, double need, guint cap)
+{
+    SaVmPolicyState *st = d->st;
+    char text[64];
+    format_ids(text, sizeof text, ids, MIN(d->n_forced, MAX_IDS));
+    st->forced_retreats++;
+    st->last_forced_ms = t->now;
+    d->vm->retreats += d->n_forced;
+    st->fits_since_ms = NEVER;
+    st->last_voluntary_ms = NEVER; /* from here the back-off decides, not the dwell */
+    gint64 h = sa_policy_holdoff_ms(t->cfg, st->forced_retreats);
+    st->holdoff_until_ms = t->now + h;
+    append(d->why, "retreat from partition%s %s: %s owners need %.1f of %u CPUs",
+           d->n_forced > 1 ? "s" : "", text, d->n_forced > 1 ? "their" : "its", need, cap);
+    if (h > 0)
+        g_string_append_printf(d->why, ", no burst for %.1f s", h / 1000.0);
+}
+
+/* Retreat: owners first, immediately. Visited partitions that are gone or no longer allowed are
+ * left quietly. */
+static void retreat(Tick *t, Decision *d)
+{
+    GArray *visited = d->st->visited;
+    guint ids[MAX_IDS], cap = 0;
+    double need = 0;
+    for (guint k = 0; k < visited->len;) {
+        guint id = g_array_index(visited, guint, k);
+        int p = find_part(t, id);
+        if (p < 0 || p == d->home || allowed_capacity(t, d->allowed, p) == 0) {
+            append(d->why, "left partition %u: no allowed online CPU", id);
+            g_array_remove_index(visited, k);
+            continue;
+        }
+        if (!sa_policy_should_retreat(t->owner_demand[p], t->capacity[p], t->visitors_now[p],
+                                      t->margin[p])) {
+            k++;
+            continue;
+        }
+        t->visitors_now[p] = MAX(0.0, t->visitors_now[p] - vm_run_on(t, d->vm, d->i, p));
+        t->retreated[p] = 1;
+        if (d->n_forced < MAX_IDS)
+            ids[d->n_forced] = id;
+        if (d->n_forced == 0) {
+            need = t->owner_demand[p];
+            cap = t->capacity[p];
+        }
+        d->n_forced++;
+        g_array_remove_index(visited, k);
+    }
+    if (d->n_forced > 0)
+        start_backoff(t, d, ids, need, cap);
+}
+
+/* Shrink or return home: keeps the first keep visited partitions (none: home) once fewer have
+ * sufficed for dwell_ms. */
+static void shrink(const Tick *t, Decision *d, const Want *w, guint keep)
+{
+    SaVmPolicyState *st = d->st;
+    if (st->fits_since_ms == NEVER)
+        st->fits_since_ms = t->now;
+    if (!sa_policy_may_shrink(t->cfg, st, t->now))
+        return;
+    double secs = (t->now - st->fits_since_ms) / 1000.0;
+    g_array_set_size(st->visited, keep);
+    st->last_voluntary_ms = t->now;
+    st->fits_since_ms = NEVER;
+    if (keep == 0)
+        append(d->why,
+               "return home: demand %.1f CPUs has fit in home partition %d (%.1f CPUs free) for "
+               "%.1f s",
+               w->demand, d->home_id, w->avail_home, secs);
+    else
+        append(d->why, "shrink to %u visited partition%s: demand %.1f CPUs has fit for %.1f s",
+               keep, keep > 1 ? "s" : "", w->demand, secs);
+}
+
+/* Widen: extra CPUs are still missing with every visited partition; while the VM still waits
+ * and may change, more partitions are added, nearest first. */
+static void widen(Tick *t, Decision *d, double extra)
+{
+    if (!(extra > 0 && d->wait >= sa_policy_min_wait(d->softness) &&
+          sa_policy_may_burst(t->cfg, d->st, t->now)))
+        return;
+    guint ids[MAX_IDS];
+    double covered;
+    guint n = add_partitions(t, d, extra, &covered, ids);
+    if (n == 0)
+        return;
+    char text[64];
+    format_ids(text, sizeof text, ids, n);
+    count_added(t, d, n);
+    append(d->why, "widen onto partition%s %s: still %.1f vCPUs waiting, %.1f idle CPUs there",
+           n > 1 ? "s" : "", text, d->wait, covered);
+}
+
+/* While bursting: the fewest visited partitions (nearest first) that hold the demand; fewer
+ * than now shrinks, more than all widens. */
+static void fit_visits(Tick *t, Decision *d)
+{
+    GArray *visited = d->st->visited;
+    const Want w = want_of(t, d);
+    for (guint k = 0; k < visited->len; k++)
+        t->room[k] = room_on(t, d, find_part(t, g_array_index(visited, guint, k)));
+    double held;
+    guint keep = sa_policy_visits_needed(w.need, w.avail_home, t->room, visited->len, &held);
+    if (keep < visited->len) {
+        shrink(t, d, &w, keep);
         return;
     }
+    d->st->fits_since_ms = NEVER;
+    widen(t, d, w.need - held);
+}
 
-    /* Smoothed demand: EWMA of Σ (run + delay) / interval. */
-    double inst = 0, wait = 0;
-    if (samples) {
-        double s = CLAMP(cfg->smoothing, 0.001, 1.0);
-        inst = t->run[i] + t->wait[i];
-        wait = t->wait[i];
-        st->demand = s * inst + (1.0 - s) * st->demand;
+/* Bursts onto the nearest partitions with spare CPUs for extra; says so, or why it could not. */
+static void burst(Tick *t, Decision *d, const Want *w, double util)
+{
+    guint ids[MAX_IDS];
+    double covered;
+    const double extra = w->need - w->avail_home;
+    guint n = add_partitions(t, d, extra, &covered, ids);
+    if (n == 0) {
+        d->rejected = true;
+        append(d->why,
+               "no burst: home %.0f%% busy, %.1f vCPUs waiting, but no allowed partition has "
+               "%.1f idle CPUs",
+               100 * util, d->wait, SA_POLICY_MIN_SPARE_CPUS);
+        return;
     }
+    char text[64];
+    format_ids(text, sizeof text, ids, n);
+    count_added(t, d, n);
+    t->relief[d->home] += MIN(MIN(covered, extra), w->self_home + d->wait);
+    append(d->why,
+           "burst onto partition%s %s: home %.0f%% busy, %.1f vCPUs waiting, partition%s %s idle "
+           "%.1f CPUs",
+           n > 1 ? "s" : "", text, 100 * util, d->wait, n > 1 ? "s" : "", text, covered);
+}
 
-    /* Home. */
-    int home_id = home >= 0 ? (int)part_at(t, home)->id : -1;
-    if (t->preferred_missing[i])
-        append(why, "preferred partition %d is not in the layout or has no online CPU, using auto",
-               vm->preferred);
-    const bool home_event = !st->placed || home_id != st->home;
-    if (home_event) {
-        if (home < 0)
-            append(why, "no partition has an online CPU the VM is allowed on: vCPUs get the "
-                        "allowed set");
-        else if (!st->placed)
-            append(why, "placed at home partition %d (%s)", home_id, how_text(t->how[i]));
-        else
-            append(why, "home moved from partition %d to %d (%s)", st->home, home_id,
-                   how_text(t->how[i]));
-        g_array_set_size(st->visited, 0);
-        st->fits_since_ms = NEVER;
-    }
-    st->home = home_id;
-
-    guint cap_home = home >= 0 ? allowed_capacity(t, allowed, home) : 0;
-    if (home >= 0 && cap_home == 0) {
-        if (home_event || st->visited->len > 0)
-            append(why,
-                   "home partition %d has no CPU in the allowed set: vCPUs get the allowed set",
-                   home_id);
-        g_array_set_size(st->visited, 0);
-    }
-    const bool soft = vm->mode == SA_MODE_SOFT && softness > 0 && cap_home > 0;
-    if (!soft && st->visited->len > 0) {
-        append(why, "%s: back to home partition %d only",
-               vm->mode == SA_MODE_STRICT ? "mode strict" : "softness 0", home_id);
-        g_array_set_size(st->visited, 0);
-        st->fits_since_ms = NEVER;
-    }
-
-    /* The back-off forgets half of its history after a quiet max_holdoff_ms. */
-    if (st->forced_retreats > 0 &&
-        elapsed(now, MAX(st->last_forced_ms, st->holdoff_until_ms)) >= cfg->max_holdoff_ms) {
-        st->forced_retreats /= 2;
-        st->last_forced_ms = now;
-    }
-
-    /* Retreat: owners first, immediately. Visited partitions that are gone or no longer
-     * allowed are left quietly. */
-    guint forced_ids[16], n_forced = 0;
-    double forced_need = 0;
-    guint forced_cap = 0;
-    for (guint k = 0; k < st->visited->len;) {
-        guint id = g_array_index(st->visited, guint, k);
-        int p = find_part(t, id);
-        if (p < 0 || p == home || allowed_capacity(t, allowed, p) == 0) {
-            append(why, "left partition %u: no allowed online CPU", id);
-            g_array_remove_index(st->visited, k);
-            continue;
-        }
-        if (t->owner_demand[p] > t->capacity[p] - t->visitors_now[p] + t->margin[p]) {
-            t->visitors_now[p] = MAX(0.0, t->visitors_now[p] - vm_run_on(t, vm, i, p));
-            t->retreated[p] = 1;
-            if (n_forced < G_N_ELEMENTS(forced_ids))
-                forced_ids[n_forced] = id;
-            if (n_forced == 0) {
-                forced_need = t->owner_demand[p];
-                forced_cap = t->capacity[p];
-            }
-            n_forced++;
-            g_array_remove_index(st->visited, k);
-            continue;
-        }
-        k++;
-    }
-    if (n_forced > 0) {
-        char ids[64];
-        format_ids(ids, sizeof ids, forced_ids, MIN(n_forced, G_N_ELEMENTS(forced_ids)));
-        st->forced_retreats++;
-        st->last_forced_ms = now;
-        vm->retreats += n_forced;
-        st->fits_since_ms = NEVER;
-        st->last_voluntary_ms = NEVER; /* from here the back-off decides, not the dwell */
-        gint64 h = holdoff_ms(cfg, st->forced_retreats);
-        st->holdoff_until_ms = now + h;
-        append(why, "retreat from partition%s %s: %s owners need %.1f of %u CPUs",
-               n_forced > 1 ? "s" : "", ids, n_forced > 1 ? "their" : "its", forced_need,
-               forced_cap);
-        if (h > 0)
-            g_string_append_printf(why, ", no burst for %.1f s", h / 1000.0);
-    }
-
-    /* Burst, widen, or go home. */
-    if (soft && n_forced == 0 && samples) {
-        const double demand = MIN((double)vm->n_vcpus, MAX(st->demand, inst));
-        const double self_home = vm_run_on(t, vm, i, home);
-        const double others = MAX(0.0, t->owner_demand[home] - t->relief[home] - self_home - wait);
-        const double avail_home = MIN((double)cap_home, t->capacity[home] - others);
-        const double margin = t->margin[home];
-        const bool may_change = now >= st->holdoff_until_ms &&
-                                elapsed(now, st->last_voluntary_ms) >= (gint64)cfg->dwell_ms;
-        guint added_ids[16];
-        double covered = 0;
-
-        if (st->visited->len > 0) {
-            /* Keep the fewest visited partitions (nearest first) that hold the demand. */
-            guint len = st->visited->len, keep = len;
-            double cum = avail_home;
-            if (demand + margin <= cum) {
-                keep = 0;
-            } else {
-                for (guint k = 0; k < len; k++) {
-                    int p = find_part(t, g_array_index(st->visited, guint, k));
-                    cum += MAX(0.0, room_on(t, vm, i, allowed, p));
-                    if (demand + margin <= cum) {
-                        keep = k + 1;
-                        break;
-                    }
-                }
-            }
-            if (keep < len) {
-                if (st->fits_since_ms == NEVER)
-                    st->fits_since_ms = now;
-                if (elapsed(now, st->fits_since_ms) >= (gint64)cfg->dwell_ms &&
-                    elapsed(now, st->last_voluntary_ms) >= (gint64)cfg->dwell_ms) {
-                    double secs = (now - st->fits_since_ms) / 1000.0;
-                    g_array_set_size(st->visited, keep);
-                    st->last_voluntary_ms = now;
-                    st->fits_since_ms = NEVER;
-                    if (keep == 0)
-                        append(why,
-                               "return home: demand %.1f CPUs has fit in home partition %d "
-                               "(%.1f CPUs free) for %.1f s",
-                               demand, home_id, avail_home, secs);
-                    else
-                        append(why,
-                               "shrink to %u visited partition%s: demand %.1f CPUs has fit for "
-                               "%.1f s",
-                               keep, keep > 1 ? "s" : "", demand, secs);
-                }
-            } else {
-                st->fits_since_ms = NEVER;
-                double extra = demand + margin - cum;
-                if (extra > 0 && wait >= min_wait(softness) && may_change) {
-                    guint n = add_partitions(t, vm, i, allowed, home, extra, &covered, added_ids,
-                                             G_N_ELEMENTS(added_ids));
-                    if (n > 0) {
-                        char ids[64];
-                        format_ids(ids, sizeof ids, added_ids, n);
-                        vm->bursts += n;
-                        st->last_voluntary_ms = now;
-                        append(why,
-                               "widen onto partition%s %s: still %.1f vCPUs waiting, %.1f idle "
-                               "CPUs there",
-                               n > 1 ? "s" : "", ids, wait, covered);
-                    }
-                }
-            }
-        } else {
-            st->fits_since_ms = NEVER;
-            double util = allowed_utilization(t, allowed, home, cap_home);
-            if (wait >= min_wait(softness) && util >= sa_policy_burst_threshold(softness) &&
-                demand > avail_home) {
-                if (now < st->holdoff_until_ms) {
-                    rejected = true;
-                    append(why,
-                           "burst held off for %.1f s more after %u owner-forced retreats "
-                           "(home %.0f%% busy, %.1f vCPUs waiting)",
-                           (st->holdoff_until_ms - now) / 1000.0, st->forced_retreats, 100 * util,
-                           wait);
-                } else if (!may_change) {
-                    rejected = true;
-                    append(why,
-                           "burst waits for the dwell time: last change %.1f s ago, dwell %.1f s "
-                           "(home %.0f%% busy, %.1f vCPUs waiting)",
-                           (now - st->last_voluntary_ms) / 1000.0, cfg->dwell_ms / 1000.0,
-                           100 * util, wait);
-                } else {
-                    double extra = demand + margin - avail_home;
-                    guint n = add_partitions(t, vm, i, allowed, home, extra, &covered, added_ids,
-                                             G_N_ELEMENTS(added_ids));
-                    if (n > 0) {
-                        char ids[64];
-                        format_ids(ids, sizeof ids, added_ids, n);
-                        vm->bursts += n;
-                        st->last_voluntary_ms = now;
-                        t->relief[home] += MIN(MIN(covered, extra), self_home + wait);
-                        append(why,
-                               "burst onto partition%s %s: home %.0f%% busy, %.1f vCPUs "
-                               "waiting, partition%s %s idle %.1f CPUs",
-                               n > 1 ? "s" : "", ids, 100 * util, wait, n > 1 ? "s" : "", ids,
-                               covered);
-                    } else {
-                        rejected = true;
-                        append(why,
-                               "no burst: home %.0f%% busy, %.1f vCPUs waiting, but no allowed "
-                               "partition has %.1f idle CPUs",
-                               100 * util, wait, MIN_SPARE_CPUS);
-                    }
-                }
-            }
-        }
-    }
-    st->state = st->visited->len > 0 ? SA_STATE_BURST : SA_STATE_HOME;
-
-    /* The sets: vCPUs on (home ∪ visited) ∩ allowed, emulator and I/O threads on home ∩ allowed;
-     * the allowed set itself when home has none of it. */
-    if (cap_home > 0) {
-        sa_cpuset_assign(t->set, part_at(t, home)->cpus);
-        sa_cpuset_intersect(t->set, allowed);
+/* At home: a VM that needs more than its home bursts, unless the back-off or the dwell time
+ * holds it back (the reason says which). */
+static void consider_burst(Tick *t, Decision *d)
+{
+    SaVmPolicyState *st = d->st;
+    const Want w = want_of(t, d);
+    st->fits_since_ms = NEVER;
+    double util = allowed_utilization(t, d->allowed, d->home, d->cap_home);
+    if (!sa_policy_needs_burst(d->softness, d->wait, util, w.demand, w.avail_home))
+        return;
+    if (sa_policy_held_off(st, t->now)) {
+        d->rejected = true;
+        append(d->why,
+               "burst held off for %.1f s more after %u owner-forced retreats (home %.0f%% busy, "
+               "%.1f vCPUs waiting)",
+               (st->holdoff_until_ms - t->now) / 1000.0, st->forced_retreats, 100 * util, d->wait);
+    } else if (!sa_policy_dwell_over(t->cfg, st, t->now)) {
+        d->rejected = true;
+        append(d->why,
+               "burst waits for the dwell time: last change %.1f s ago, dwell %.1f s (home "
+               "%.0f%% busy, %.1f vCPUs waiting)",
+               (t->now - st->last_voluntary_ms) / 1000.0, t->cfg->dwell_ms / 1000.0, 100 * util,
+               d->wait);
     } else {
-        sa_cpuset_assign(t->set, allowed);
+        burst(t, d, &w, util);
     }
-    bool changed = false;
-    if (st->emulator == NULL) {
-        st->emulator = sa_cpuset_copy(t->set);
-        changed = true;
-    } else if (!sa_cpuset_equal(st->emulator, t->set)) {
-        sa_cpuset_assign(st->emulator, t->set);
-        changed = true;
+}
+
+/* Stores set in *stored (allocated on first use); whether that changed it. */
+static bool store_set(SaCpuSet **stored, const SaCpuSet *set)
+{
+    if (*stored == NULL) {
+        *stored = sa_cpuset_copy(set);
+        return true;
     }
+    if (sa_cpuset_equal(*stored, set))
+        return false;
+    sa_cpuset_assign(*stored, set);
+    return true;
+}
+
+/* CPU sets: vCPUs on (home ∪ visited) ∩ allowed, emulator and I/O threads on home ∩ allowed;
+ * the allowed set itself when home has none of it. Then changed and the reason. */
+static void set_cpus(Tick *t, Decision *d)
+{
+    SaVmPolicyState *st = d->st;
+    if (d->cap_home > 0) {
+        sa_cpuset_assign(t->set, part_at(t, d->home)->cpus);
+        sa_cpuset_intersect(t->set, d->allowed);
+    } else {
+        sa_cpuset_assign(t->set, d->allowed);
+    }
+    bool emulator_changed = store_set(&st->emulator, t->set);
     for (guint k = 0; k < st->visited->len; k++) {
         int p = find_part(t, g_array_index(st->visited, guint, k));
         sa_cpuset_assign(t->tmp, part_at(t, p)->cpus);
-        sa_cpuset_intersect(t->tmp, allowed);
+        sa_cpuset_intersect(t->tmp, d->allowed);
         sa_cpuset_union(t->set, t->tmp);
     }
-    if (st->vcpus == NULL) {
-        st->vcpus = sa_cpuset_copy(t->set);
-        changed = true;
-    } else if (!sa_cpuset_equal(st->vcpus, t->set)) {
-        sa_cpuset_assign(st->vcpus, t->set);
-        changed = true;
-    }
+    bool vcpus_changed = store_set(&st->vcpus, t->set);
     st->placed = true;
-    if (changed) {
-        vm->changed = true;
-        st->last_change_ms = now;
-        if (why->len == 0)
-            append(why, "the allowed set or the partitions' CPUs changed");
+    if (emulator_changed || vcpus_changed) {
+        d->vm->changed = true;
+        st->last_change_ms = t->now;
+        if (d->why->len == 0)
+            append(d->why, "the allowed set or the partitions' CPUs changed");
     }
-    if (changed || rejected || why->len > 0)
-        g_strlcpy(vm->reason, why->str, sizeof vm->reason);
+    if (d->vm->changed || d->rejected || d->why->len > 0)
+        g_strlcpy(d->vm->reason, d->why->str, sizeof d->vm->reason);
+}
+
+/* One VM, phase by phase (docs/policy.md, "The tick, phase by phase"). */
+static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
+{
+    Decision d;
+    if (!decision_start(t, vm, i, why, &d))
+        return;
+    update_demand(t, &d);
+    settle_home(t, &d);
+    settle_reach(t, &d);
+    decay_backoff(t, &d);
+    retreat(t, &d);
+    if (d.soft && d.n_forced == 0 && d.samples) {
+        if (d.st->visited->len > 0)
+            fit_visits(t, &d);
+        else
+            consider_burst(t, &d);
+    }
+    d.st->state = d.st->visited->len > 0 ? SA_STATE_BURST : SA_STATE_HOME;
+    set_cpus(t, &d);
 }
 
 /* ---- the tick ---- */
+
+/* Sizes, scratch and sets of one tick; undone by tick_end(). */
+static void tick_begin(Tick *t, const SaPolicyConfig *cfg, const SaPolicyHost *host, guint n_vms)
+{
+    const SaTopology *topo = host->topo;
+    *t = (Tick){
+        .cfg = cfg,
+        .topo = topo,
+        .now = host->now_ms,
+        .interval_ns = (double)host->interval_ns,
+        .n_parts = topo->partitions ? topo->partitions->len : 0,
+        .n_nodes = topo->nodes ? topo->nodes->len : 0,
+        .n_vms = n_vms,
+        .cpu_busy = host->cpu_busy,
+        .n_cpu_busy = host->cpu_busy ? host->n_cpu_busy : 0,
+        .set = sa_cpuset_new(),
+        .tmp = sa_cpuset_new(),
+    };
+    for (guint p = 0; p < t->n_parts; p++)
+        t->n_cpu_map = MAX(t->n_cpu_map, (guint)(sa_cpuset_last(part_at(t, (int)p)->cpus) + 1));
+
+    Arena arena = {0};
+    tick_layout(t, &arena);
+    t->scratch = g_malloc0(MAX(arena.used, 1));
+    arena = (Arena){.base = t->scratch};
+    tick_layout(t, &arena);
+
+    t->all = topo->online;
+    if (t->all == NULL) {
+        t->own_all = sa_cpuset_new();
+        for (guint p = 0; p < t->n_parts; p++)
+            sa_cpuset_union(t->own_all, part_at(t, (int)p)->cpus);
+        t->all = t->own_all;
+    }
+}
+
+/* Frees what tick_begin() allocated. */
+static void tick_end(Tick *t)
+{
+    g_clear_pointer(&t->scratch, g_free);
+    g_clear_pointer(&t->set, sa_cpuset_free);
+    g_clear_pointer(&t->tmp, sa_cpuset_free);
+    g_clear_pointer(&t->own_all, sa_cpuset_free);
+}
+
+/* Every VM, in array order. */
+static void decide_all(Tick *t, SaPolicyVm *const *vms)
+{
+    g_autoptr(GString) why = g_string_sized_new(256);
+    for (guint i = 0; i < t->n_vms; i++)
+        decide(t, vms[i], i, why);
+}
+
+/* The per-partition split, for status and metrics. */
+static void report_usage(const Tick *t, SaPartitionUsage *usage)
+{
+    for (guint p = 0; p < t->n_parts; p++) {
+        usage[p] = (SaPartitionUsage){
+            .owners = t->owners[p],
+            .visitors = t->visitors[p],
+            .unmanaged = t->unmanaged[p],
+            .n_owner_vms = t->owner_vms[p],
+            .owner_vcpus = t->committed[p],
+        };
+    }
+}
 
 void sa_policy_tick(const SaPolicyConfig *cfg, const SaPolicyHost *host, SaPolicyVm *const *vms,
                     guint n_vms, SaPartitionUsage *usage)
@@ -812,64 +955,17 @@ void sa_policy_tick(const SaPolicyConfig *cfg, const SaPolicyHost *host, SaPolic
         sa_policy_config_init(&defaults);
         cfg = &defaults;
     }
+    for (guint i = 0; i < n_vms; i++)
+        vms[i]->bursts = vms[i]->retreats = 0; /* this tick's events */
 
-    Tick t = {
-        .cfg = cfg,
-        .host = host,
-        .topo = host->topo,
-        .now = host->now_ms,
-        .interval_ns = (double)host->interval_ns,
-        .n_parts = host->topo->partitions ? host->topo->partitions->len : 0,
-        .n_nodes = host->topo->nodes ? host->topo->nodes->len : 0,
-        .n_vms = n_vms,
-        .cpu_busy = host->cpu_busy,
-        .n_cpu_busy = host->cpu_busy ? host->n_cpu_busy : 0,
-    };
-    for (guint p = 0; p < t.n_parts; p++) {
-        int last = sa_cpuset_last(part_at(&t, (int)p)->cpus);
-        t.n_cpu_map = MAX(t.n_cpu_map, (guint)(last + 1));
-    }
-
-    Arena arena = {0};
-    tick_layout(&t, &arena);
-    g_autofree char *scratch = g_malloc0(MAX(arena.used, 1));
-    arena = (Arena){.base = scratch};
-    tick_layout(&t, &arena);
-
-    g_autoptr(SaCpuSet) set = sa_cpuset_new();
-    g_autoptr(SaCpuSet) tmp = sa_cpuset_new();
-    g_autoptr(SaCpuSet) all = NULL;
-    t.set = set;
-    t.tmp = tmp;
-    if (host->topo->online) {
-        t.all = host->topo->online;
-    } else {
-        all = sa_cpuset_new();
-        for (guint p = 0; p < t.n_parts; p++)
-            sa_cpuset_union(all, part_at(&t, (int)p)->cpus);
-        t.all = all;
-    }
-
+    Tick t;
+    tick_begin(&t, cfg, host, n_vms);
     measure_partitions(&t);
     resolve_homes(&t, vms);
-    account(&t, vms);
-
-    g_autoptr(GString) why = g_string_sized_new(256);
-    for (guint i = 0; i < n_vms; i++) {
-        vms[i]->bursts = 0;
-        vms[i]->retreats = 0;
-        decide(&t, vms[i], i, why);
-    }
-
-    if (usage) {
-        for (guint p = 0; p < t.n_parts; p++) {
-            usage[p] = (SaPartitionUsage){
-                .owners = t.owners[p],
-                .visitors = t.visitors[p],
-                .unmanaged = t.unmanaged[p],
-                .n_owner_vms = t.owner_vms[p],
-                .owner_vcpus = t.committed[p],
-            };
-        }
-    }
+    account_vcpus(&t, vms);
+    account_partitions(&t);
+    decide_all(&t, vms);
+    if (usage)
+        report_usage(&t, usage);
+    tick_end(&t);
 }

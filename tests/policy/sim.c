@@ -9,6 +9,11 @@
 /* A thread whose demand was below this last interval was asleep: it wakes where it is best. */
 #define ASLEEP 0.05
 
+/* The decision log (sim_log_decisions), the test case it is in and the Sims created in it. */
+static FILE *decision_log;
+static char *log_case;
+static guint log_sims;
+
 static void node_free(gpointer p)
 {
     SaNode *node = p;
@@ -76,6 +81,7 @@ static void sim_vm_free(gpointer p)
     g_free(vm->prev_load);
     g_free(vm->cpu);
     g_free(vm->samples);
+    g_free(vm->logged_reason);
     g_free((char *)vm->vm.name);
     g_free(vm);
 }
@@ -92,6 +98,15 @@ Sim *sim_new(SaTopology *topo, guint interval_ms)
     sim->usage = g_new0(SaPartitionUsage, topo->partitions->len);
     sim->interval_ms = interval_ms;
     sim->now_ms = 1000000;
+    const char *test_case = g_test_get_path();
+    if (g_strcmp0(test_case, log_case) != 0) {
+        g_free(log_case);
+        log_case = g_strdup(test_case);
+        log_sims = 0;
+        if (decision_log)
+            fprintf(decision_log, "== %s\n", log_case);
+    }
+    sim->log_id = log_sims++;
     return sim;
 }
 
@@ -228,6 +243,48 @@ static void simulate(Sim *sim)
     }
 }
 
+void sim_log_decisions(FILE *out)
+{
+    decision_log = out;
+}
+
+/* This tick's events of one VM, added to its totals. */
+static void count_events(SimVm *vm, guint *bursts, guint *retreats)
+{
+    *bursts = vm->vm.bursts;
+    *retreats = vm->vm.retreats;
+    vm->bursts += *bursts;
+    vm->retreats += *retreats;
+}
+
+static void log_decision(const Sim *sim, SimVm *vm, guint bursts, guint retreats)
+{
+    const SaVmPolicyState *st = &vm->vm.st;
+    bool same_reason = g_strcmp0(vm->logged_reason, vm->vm.reason) == 0;
+    fprintf(decision_log,
+            "#%u tick %d %s: %s, state %s, home %d, vcpus %s, emulator %s, bursts %u, "
+            "retreats %u: %s\n",
+            sim->log_id, sim->tick, vm->vm.name, vm->vm.changed ? "changed" : "same",
+            sa_vm_state_to_string(st->state), st->home, sim_vcpus(vm), sim_emulator(vm), bursts,
+            retreats, same_reason ? "=" : vm->vm.reason);
+    if (!same_reason) {
+        g_free(vm->logged_reason);
+        vm->logged_reason = g_strdup(vm->vm.reason);
+    }
+}
+
+/* Per partition: owners, visitors, unmanaged (CPUs), owner VMs, homed vCPUs. */
+static void log_usage(const Sim *sim)
+{
+    fprintf(decision_log, "#%u tick %d usage:", sim->log_id, sim->tick);
+    for (guint p = 0; p < sim->topo->partitions->len; p++) {
+        const SaPartitionUsage *u = &sim->usage[p];
+        fprintf(decision_log, " [%u] %.3f %.3f %.3f %u %u", p, u->owners, u->visitors, u->unmanaged,
+                u->n_owner_vms, u->owner_vcpus);
+    }
+    fputc('\n', decision_log);
+}
+
 void sim_step(Sim *sim)
 {
     bool have_interval = sim->tick > 0;
@@ -262,7 +319,13 @@ void sim_step(Sim *sim)
             g_test_message("tick %d %s: %s -> vCPUs %s", sim->tick, vm->vm.name, vm->vm.reason,
                            sim_vcpus(vm));
         }
+        guint bursts, retreats;
+        count_events(vm, &bursts, &retreats);
+        if (decision_log)
+            log_decision(sim, vm, bursts, retreats);
     }
+    if (decision_log)
+        log_usage(sim);
     sim->tick++;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <glib.h>
+#include <stdio.h>
 
 #include "sa-policy.h"
 
@@ -29,8 +30,11 @@ typedef struct {
     double *prev_load;
     int *cpu; /* simulated CPU of each vCPU thread, -1 never ran */
     SaVcpuSample *samples;
-    guint changes;   /* ticks with vm.changed */
-    int last_change; /* tick of the last change, -1 none */
+    guint changes;       /* ticks with vm.changed */
+    int last_change;     /* tick of the last change, -1 none */
+    guint bursts;        /* Σ vm.bursts over the ticks run: partitions added */
+    guint retreats;      /* Σ vm.retreats over the ticks run: owner-forced retreats */
+    char *logged_reason; /* reason in the decision log's last line of this VM */
 } SimVm;
 
 typedef struct {
@@ -43,7 +47,8 @@ typedef struct {
     SaPartitionUsage *usage;
     guint interval_ms;
     gint64 now_ms;
-    int tick; /* ticks run so far; the first tick has no interval */
+    int tick;     /* ticks run so far; the first tick has no interval */
+    guint log_id; /* number of this Sim within its test case, for the decision log */
 } Sim;
 
 Sim *sim_new(SaTopology *topo, guint interval_ms);
@@ -56,6 +61,13 @@ void sim_vm_set_load(SimVm *vm, double per_vcpu);
 /* Simulates one interval (from the second tick on), then runs one policy tick. */
 void sim_step(Sim *sim);
 void sim_run(Sim *sim, guint ticks);
+
+/* The decision log: from now on every sim_step writes, per VM, one line with the Sim's number
+ * within its test case, the tick, the VM, whether it changed, its state, home, sets, this
+ * tick's bursts and retreats and its reason ("=" when the same as in its previous line), and
+ * one line with the partitions' usage. Each test case starts with a line "== <its path>".
+ * NULL stops logging. */
+void sim_log_decisions(FILE *out);
 
 /* Formatted sets, for assertions (static buffers rotate; valid until 8 more calls). */
 const char *sim_vcpus(const SimVm *vm);
