@@ -1,15 +1,14 @@
-/* softaffd — the QMP backend.
+/* softaffd — the QMP backend, main-thread side: finding QEMU processes and telling the core.
  *
  * Every few seconds the [qmp] sockets globs are expanded; softaffd connects to each new
  * socket, negotiates QMP and asks query-name (the VM's name, else the socket path is used) and
  * query-cpus-fast (the thread id of every vCPU). The QEMU process is the socket's peer
  * (SO_PEERCRED). Settings come from the config's [vm NAME] group since there is no libvirt
- * metadata. Pinning is sched_setaffinity on each thread: the vCPU threads get the policy's
- * vCPU set, every other thread (main loop, I/O threads, workers) the home partition.
+ * metadata. All of that is reported to the core as facts (sa_core_report); the core decides
+ * whether the VM is managed and sends commands, which qmp-vm.c carries out on its workers.
  *
- * Allowed set: the affinity of QEMU's main thread when softaffd first sees the process,
- * intersected with its cpuset cgroup. Each thread's own affinity is remembered before the first
- * write and put back by restore.
+ * The VM's own settings, read once per connection: the affinity of QEMU's main thread when
+ * softaffd first sees the process (its emulator set), within its cpuset cgroup for the vCPUs.
  *
  * The home chosen for preferred=auto (write_assigned) is kept in memory only, per socket: it
  * survives a QEMU reset and a configuration reload, not a restart of softaffd. A state file
@@ -17,19 +16,20 @@
  * time) and would go stale whenever QEMU dies while softaffd is down; since the policy picks an
  * auto home again within one tick and the vCPUs' memory follows the home only on a home change,
  * losing it on restart costs little, while a stale file could pin a new process to a wrong home.
- */
+ *
+ * Everything here runs on the main thread. A VM the core is told to forget while its process
+ * still runs (shut down under -no-shutdown, QMP connection lost, socket dropped from the config)
+ * gets its threads' own affinity back here, since no later restore will reach it. */
 #define G_LOG_DOMAIN "softaffd"
 
 #include "backend-qmp.h"
 
-#include <errno.h>
 #include <fnmatch.h>
 #include <glob.h>
-#include <sched.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "qmp-vm.h"
 #include "sa-error.h"
 #include "sa-paths.h"
 #include "sa-qmp.h"
@@ -44,10 +44,10 @@
 #define LOST_GRACE_MS 300
 
 struct SaQmp {
-    SaDaemon *d;
+    SaCore *core;
     GHashTable *conns;       /* socket path -> Conn* */
     GHashTable *retry_after; /* socket path -> gint64* monotonic time */
-    GHashTable *assigned;    /* socket path -> home chosen for preferred=auto (GINT_TO_POINTER+1) */
+    QmpHomes *homes;         /* assigned homes per socket, shared with the handles */
     GSList *lost;            /* LostConn*: closed connections waiting for a verdict */
     guint rescan_source;
     bool closing;
@@ -57,240 +57,63 @@ struct SaQmp {
 typedef struct {
     SaQmp *q;
     char *path;
-    char *key; /* "qmp:" + path, the SaVm key */
+    char *key; /* "qmp:" + path */
     SaQmpClient *client;
     pid_t pid;
     char *name;
-    GArray *vcpu_tids; /* pid_t by cpu-index, 0 where unknown; NULL until known */
-    bool querying;     /* query-name/query-cpus-fast in flight */
-    bool shut_down;    /* SHUTDOWN seen: the VM is forgotten until it runs again */
+    GArray *vcpu_tids;      /* pid_t by cpu-index, 0 where unknown; NULL until known */
+    QmpVm *vm;              /* the handle, from the first report for as long as this lives */
+    SaCpuSet *vcpu_cpuset;  /* at first sight: own affinity within the cpuset cgroup; or NULL */
+    SaCpuSet *emulator_pin; /* at first sight: own affinity; or NULL */
+    bool querying;          /* query-name/query-cpus-fast in flight */
+    bool shut_down;         /* SHUTDOWN seen: forgotten until it runs again */
+    bool reported;          /* the core knows the VM (reported and not forgotten since) */
 } Conn;
 
-/* Per-VM backend data. */
-typedef struct {
-    SaQmp *q;
-    char *path;
-    GArray *vcpu_tids;    /* pid_t by vCPU index */
-    GHashTable *original; /* tid -> SaCpuSet*: the thread's affinity before softaff's first write */
-    char *denied;         /* a permanent pinning error (EPERM), handled at the next rescan */
-} QmpVm;
+static void query(Conn *c);
 
-static void qmp_vm_free(gpointer p)
+/* The core found a vCPU thread gone: ask QEMU for the current ones, which reports again. */
+static void qmp_threads_lost(gpointer handle)
 {
-    QmpVm *qv = p;
-    g_free(qv->path);
-    g_array_unref(qv->vcpu_tids);
-    g_hash_table_unref(qv->original);
-    g_free(qv->denied);
-    g_free(qv);
-}
-
-/* ---- thread affinity ---------------------------------------------------------------------- */
-
-typedef struct {
-    cpu_set_t *set;
-    size_t size;
-} CpuMask;
-
-static void mask_init(CpuMask *m)
-{
-    m->set = CPU_ALLOC(SA_CPUSET_MAX);
-    m->size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
-    CPU_ZERO_S(m->size, m->set);
-}
-
-static void mask_clear(CpuMask *m)
-{
-    CPU_FREE(m->set);
-}
-
-static SaCpuSet *mask_to_cpuset(const CpuMask *m)
-{
-    SaCpuSet *s = sa_cpuset_new();
-    for (guint c = 0; c < SA_CPUSET_MAX; c++)
-        if (CPU_ISSET_S(c, m->size, m->set))
-            sa_cpuset_add(s, c);
-    return s;
-}
-
-static void mask_from_cpuset(CpuMask *m, const SaCpuSet *s)
-{
-    CPU_ZERO_S(m->size, m->set);
-    for (int c = sa_cpuset_next(s, -1); c >= 0; c = sa_cpuset_next(s, c))
-        CPU_SET_S((size_t)c, m->size, m->set);
-}
-
-/* Running, and not a zombie (an exited process whose parent has not reaped it yet). */
-static bool process_alive(pid_t pid)
-{
-    if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
-        return false;
-    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
-    g_autofree char *stat = NULL;
-    if (!g_file_get_contents(path, &stat, NULL, NULL))
-        return false;
-    const char *end = strrchr(stat, ')');
-    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
-}
-
-static void set_errno_error(GError **error, pid_t pid, pid_t tid, int err, const char *what)
-{
-    SaErrorCode code = SA_ERROR_IO;
-    if (err == ESRCH)
-        code = process_alive(pid) ? SA_ERROR_TRANSIENT : SA_ERROR_GONE;
-    else if (err == EPERM)
-        code = SA_ERROR_UNSUPPORTED;
-    else if (err == EINVAL)
-        code = SA_ERROR_TRANSIENT; /* no allowed CPU online (cpuset changed under us) */
-    g_set_error(error, SA_ERROR, code, "%s of thread %d of QEMU process %d: %s", what, tid, pid,
-                g_strerror(err));
-}
-
-/* The thread's current affinity; NULL with SA_ERROR_* on failure. */
-static SaCpuSet *read_affinity(pid_t pid, pid_t tid, GError **error)
-{
-    CpuMask m;
-    mask_init(&m);
-    SaCpuSet *s = NULL;
-    if (sched_getaffinity(tid, m.size, m.set) == 0)
-        s = mask_to_cpuset(&m);
-    else
-        set_errno_error(error, pid, tid, errno, "reading the affinity");
-    mask_clear(&m);
-    return s;
-}
-
-/* Gives tid the set want unless it already has it; remembers its own affinity first. */
-static bool pin_thread(QmpVm *qv, pid_t pid, pid_t tid, const SaCpuSet *want, GError **error)
-{
-    g_autoptr(SaCpuSet) cur = read_affinity(pid, tid, error);
-    if (!cur)
-        return false;
-    if (!g_hash_table_contains(qv->original, GINT_TO_POINTER(tid)))
-        g_hash_table_insert(qv->original, GINT_TO_POINTER(tid), sa_cpuset_copy(cur));
-    if (sa_cpuset_equal(cur, want))
-        return true;
-    CpuMask m;
-    mask_init(&m);
-    mask_from_cpuset(&m, want);
-    int rc = sched_setaffinity(tid, m.size, m.set);
-    int err = errno;
-    mask_clear(&m);
-    if (rc < 0) {
-        set_errno_error(error, pid, tid, err, "setting the affinity");
-        return false;
-    }
-    return true;
-}
-
-static bool is_vcpu_tid(const GArray *tids, pid_t tid)
-{
-    for (guint i = 0; i < tids->len; i++)
-        if (g_array_index(tids, pid_t, i) == tid)
-            return true;
-    return false;
-}
-
-/* Other threads come and go (thread pools): one that exited is no error. */
-static bool pin_other_threads(QmpVm *qv, SaVm *vm, GHashTable *per_tid, const SaCpuSet *fallback,
-                              GError **error)
-{
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GArray) tids = sa_process_list_threads(vm->pid, &local);
-    if (!tids) {
-        g_set_error(error, SA_ERROR, process_alive(vm->pid) ? SA_ERROR_TRANSIENT : SA_ERROR_GONE,
-                    "listing the threads of QEMU process %d: %s", vm->pid, local->message);
-        return false;
-    }
-    for (guint i = 0; i < tids->len; i++) {
-        pid_t tid = g_array_index(tids, pid_t, i);
-        if (is_vcpu_tid(qv->vcpu_tids, tid))
-            continue;
-        const SaCpuSet *want = fallback;
-        if (per_tid && g_hash_table_lookup(per_tid, GINT_TO_POINTER(tid)))
-            want = g_hash_table_lookup(per_tid, GINT_TO_POINTER(tid));
-        g_autoptr(GError) e = NULL;
-        if (!pin_thread(qv, vm->pid, tid, want, &e)) {
-            if (g_error_matches(e, SA_ERROR, SA_ERROR_TRANSIENT) && process_alive(vm->pid))
-                continue; /* that thread exited */
-            g_propagate_error(error, g_steal_pointer(&e));
-            return false;
-        }
-    }
-    return true;
-}
-
-static void note_denied(QmpVm *qv, const GError *e)
-{
-    if (g_error_matches(e, SA_ERROR, SA_ERROR_UNSUPPORTED) && !qv->denied)
-        qv->denied = g_strdup(e->message);
-}
-
-static bool qmp_apply(SaDaemon *d, SaVm *vm, const SaCpuSet *vcpus, const SaCpuSet *emulator,
-                      GError **error)
-{
-    QmpVm *qv = vm->backend_data;
-    for (guint i = 0; i < qv->vcpu_tids->len; i++) {
-        pid_t tid = g_array_index(qv->vcpu_tids, pid_t, i);
-        if (tid <= 0)
-            continue;
-        g_autoptr(GError) e = NULL;
-        if (!pin_thread(qv, vm->pid, tid, vcpus, &e)) {
-            /* A vCPU thread that exited while QEMU runs: unplugged, ask QEMU again. */
-            if (g_error_matches(e, SA_ERROR, SA_ERROR_TRANSIENT))
-                vm->threads_stale = true;
-            note_denied(qv, e);
-            g_propagate_error(error, g_steal_pointer(&e));
-            return false;
-        }
-    }
-    g_autoptr(GError) e = NULL;
-    if (!pin_other_threads(qv, vm, NULL, emulator, &e)) {
-        note_denied(qv, e);
-        g_propagate_error(error, g_steal_pointer(&e));
-        return false;
-    }
-    return true;
-}
-
-static bool qmp_restore(SaDaemon *d, SaVm *vm, GError **error)
-{
-    QmpVm *qv = vm->backend_data;
-    const SaCpuSet *fallback = vm->emulator_allowed ? vm->emulator_allowed : vm->allowed;
-    for (guint i = 0; i < qv->vcpu_tids->len; i++) {
-        pid_t tid = g_array_index(qv->vcpu_tids, pid_t, i);
-        if (tid <= 0)
-            continue;
-        const SaCpuSet *want = g_hash_table_lookup(qv->original, GINT_TO_POINTER(tid));
-        g_autoptr(GError) e = NULL;
-        if (!pin_thread(qv, vm->pid, tid, want ? want : fallback, &e)) {
-            if (g_error_matches(e, SA_ERROR, SA_ERROR_TRANSIENT))
-                continue; /* this vCPU is gone, the others are not */
-            g_propagate_error(error, g_steal_pointer(&e));
-            return false;
-        }
-    }
-    g_autoptr(GHashTable) original = g_hash_table_ref(qv->original);
-    return pin_other_threads(qv, vm, original, fallback, error);
-}
-
-static bool qmp_write_assigned(SaDaemon *d, SaVm *vm, int home, GError **error)
-{
-    QmpVm *qv = vm->backend_data;
-    g_hash_table_insert(qv->q->assigned, g_strdup(qv->path), GINT_TO_POINTER(home + 1));
-    return true;
+    QmpVm *vm = handle;
+    if (vm->conn)
+        query(vm->conn);
 }
 
 static const SaBackendOps qmp_ops = {
     .name = "qmp",
-    .apply = qmp_apply,
-    .restore = qmp_restore,
-    .write_assigned = qmp_write_assigned,
+    .pin = qmp_vm_pin,
+    .restore = qmp_vm_restore,
+    .write_assigned = qmp_vm_write_assigned,
+    .threads_lost = qmp_threads_lost,
+    .handle_ref = qmp_vm_ref,
+    .handle_unref = qmp_vm_unref,
 };
 
-/* ---- the allowed set ---------------------------------------------------------------------- */
+/* ---- facts -------------------------------------------------------------------------------- */
 
-/* The effective CPUs of the process's cpuset cgroup (v2, else v1), NULL when there is none. */
+/* The CPUs one line of /proc/PID/cgroup grants through a cpuset hierarchy (v2 "0::PATH", v1
+ * "N:...cpuset...:PATH"), NULL when it is no such line or the file says nothing. */
+static SaCpuSet *cgroup_line_cpus(const char *line)
+{
+    g_auto(GStrv) f = g_strsplit(line, ":", 3);
+    if (g_strv_length(f) != 3)
+        return NULL;
+    const char *dir = g_str_equal(f[2], "/") ? "" : f[2];
+    g_autofree char *file = NULL;
+    if (g_str_equal(f[0], "0") && f[1][0] == '\0')
+        file = sa_sysfs_path("fs/cgroup%s/cpuset.cpus.effective", dir);
+    else if (strstr(f[1], "cpuset"))
+        file = sa_sysfs_path("fs/cgroup/cpuset%s/cpuset.effective_cpus", dir);
+    else
+        return NULL;
+    SaCpuSet *cpus = sa_read_cpulist(file, NULL);
+    if (cpus && sa_cpuset_is_empty(cpus))
+        g_clear_pointer(&cpus, sa_cpuset_free);
+    return cpus;
+}
+
+/* The effective CPUs of the process's cpuset cgroups (v2 and v1), NULL when there is none. */
 static SaCpuSet *read_cgroup_cpus(pid_t pid)
 {
     g_autofree char *path = sa_proc_path("%d/cgroup", (int)pid);
@@ -298,161 +121,106 @@ static SaCpuSet *read_cgroup_cpus(pid_t pid)
     if (!g_file_get_contents(path, &text, NULL, NULL))
         return NULL;
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-    SaCpuSet *v1 = NULL, *v2 = NULL;
+    SaCpuSet *cpus = NULL;
     for (char **l = lines; *l; l++) {
-        g_auto(GStrv) f = g_strsplit(*l, ":", 3);
-        if (g_strv_length(f) != 3)
-            continue;
-        g_autofree char *file = NULL;
-        if (g_str_equal(f[0], "0") && f[1][0] == '\0' && !v2)
-            file = sa_sysfs_path("fs/cgroup%s/cpuset.cpus.effective",
-                                 g_str_equal(f[2], "/") ? "" : f[2]);
-        else if (strstr(f[1], "cpuset") && !v1)
-            file = sa_sysfs_path("fs/cgroup/cpuset%s/cpuset.effective_cpus",
-                                 g_str_equal(f[2], "/") ? "" : f[2]);
-        if (!file)
-            continue;
-        SaCpuSet *s = sa_read_cpulist(file, NULL);
-        if (s && sa_cpuset_is_empty(s))
-            g_clear_pointer(&s, sa_cpuset_free);
-        if (g_str_equal(f[0], "0"))
-            v2 = s;
-        else
-            v1 = s;
+        g_autoptr(SaCpuSet) more = cgroup_line_cpus(*l);
+        if (more && cpus)
+            sa_cpuset_intersect(cpus, more);
+        else if (more)
+            cpus = g_steal_pointer(&more);
     }
-    if (v1 && v2) {
-        sa_cpuset_intersect(v2, v1);
-        sa_cpuset_free(v1);
-        return v2;
-    }
-    return v2 ? v2 : v1;
+    return cpus;
 }
 
-/* ---- VMs in the daemon -------------------------------------------------------------------- */
-
-static void conn_forget(Conn *c, bool restore)
+/* Reads the VM's own settings when the connection first reports it. */
+static void first_sight(Conn *c)
 {
-    SaDaemon *d = c->q->d;
-    if (sa_daemon_lookup(d, c->key))
-        sa_daemon_remove(d, c->key, restore);
-}
-
-/* Applies the [vm NAME] settings and decides whether the VM is managed. */
-static void evaluate(SaQmp *q, SaVm *vm)
-{
-    SaDaemon *d = q->d;
-    const SaVmConfig *vc = sa_config_find_vm(d->cfg, vm->name);
-    QmpVm *qv = vm->backend_data;
-    sa_metadata_init(&vm->metadata);
-    vm->has_metadata = vc != NULL;
-    if (vc) {
-        vm->metadata.mode = vc->mode;
-        vm->metadata.preferred = vc->preferred;
-        vm->metadata.softness = vc->softness;
-    }
-    gpointer assigned = g_hash_table_lookup(q->assigned, qv->path);
-    if (assigned && vm->metadata.preferred < 0)
-        vm->metadata.assigned = GPOINTER_TO_INT(assigned) - 1;
     g_autoptr(GError) error = NULL;
-    if (!sa_metadata_check_host(&vm->metadata, d->topo, &error)) {
-        if (vm->metadata.assigned >= 0 && vm->metadata.preferred < 0) {
-            /* A home chosen under an older layout: choose again. */
-            vm->metadata.assigned = -1;
-            g_hash_table_remove(q->assigned, qv->path);
-            g_clear_error(&error);
-        }
-        if (error || !sa_metadata_check_host(&vm->metadata, d->topo, &error)) {
-            g_autofree char *why =
-                g_strdup_printf("%s: [vm %s] %s", d->cfg->path ? d->cfg->path : "configuration",
-                                vm->name, error->message);
-            sa_vm_set_status(d, vm, SA_VM_INVALID, why);
-            return;
-        }
+    c->emulator_pin = qmp_thread_affinity(c->pid, c->pid, &error);
+    if (!c->emulator_pin)
+        g_info("%s: %s", c->name, error->message);
+    g_autoptr(SaCpuSet) cgroup = read_cgroup_cpus(c->pid);
+    if (c->emulator_pin) {
+        c->vcpu_cpuset = sa_cpuset_copy(c->emulator_pin);
+        if (cgroup)
+            sa_cpuset_intersect(c->vcpu_cpuset, cgroup);
+    } else {
+        c->vcpu_cpuset = g_steal_pointer(&cgroup);
     }
-    vm->written_assigned = vm->metadata.assigned;
-    if (vc && vc->mode == SA_MODE_OFF) {
-        sa_vm_set_status(d, vm, SA_VM_UNMANAGED, "its [vm NAME] group says mode=off");
-        return;
-    }
-    if (!vc && d->cfg->manage == SA_MANAGE_EXPLICIT) {
-        sa_vm_set_status(d, vm, SA_VM_UNMANAGED, "no [vm NAME] group and manage=explicit");
-        return;
-    }
-    if (qv->denied) {
-        g_autofree char *why = g_strdup_printf("softaffd may not pin its threads: %s", qv->denied);
-        sa_vm_set_status(d, vm, SA_VM_UNMANAGED, why);
-        return;
-    }
-    if (sa_cpuset_is_empty(vm->allowed)) {
-        sa_vm_set_status(d, vm, SA_VM_UNMANAGED, "its allowed set has no online CPU");
-        return;
-    }
-    g_autofree char *allowed = sa_cpuset_format(vm->allowed);
-    g_autofree char *why = g_strdup_printf("mode %s, allowed CPUs %s, QEMU pid %d%s",
-                                           sa_mode_to_string(vm->metadata.mode), allowed, vm->pid,
-                                           vc ? "" : " (config defaults)");
-    sa_vm_set_status(d, vm, SA_VM_MANAGED, why);
 }
 
-/* Gives the core the vCPU threads QEMU reported (its thread names may not say "CPU n/..."). */
-static void set_vcpu_threads(SaVm *vm, const GArray *tids)
+/* The [vm NAME] group and the home remembered for preferred=auto. An assigned home the host
+ * lacks (chosen under an older layout) is dropped, so the core chooses again; a preferred one
+ * it lacks makes the settings invalid. */
+static void read_settings(SaQmp *q, const Conn *c, SaVmFacts *facts)
 {
-    QmpVm *qv = vm->backend_data;
-    g_array_set_size(qv->vcpu_tids, 0);
-    g_array_append_vals(qv->vcpu_tids, tids->data, tids->len);
-    vm->n_vcpus = tids->len;
-    g_ptr_array_set_size(vm->vcpu_threads, 0);
-    g_ptr_array_set_size(vm->vcpu_threads, vm->n_vcpus);
-    for (guint i = 0; i < tids->len; i++) {
-        pid_t tid = g_array_index(tids, pid_t, i);
-        if (tid > 0)
-            g_ptr_array_index(vm->vcpu_threads, i) = sa_thread_sampler_new(vm->pid, tid, NULL);
+    const SaConfig *cfg = sa_core_config(q->core);
+    const SaTopology *topo = sa_core_topology(q->core);
+    const SaVmConfig *vc = sa_config_find_vm(cfg, c->name);
+    SaMetadata *md = &facts->settings;
+    sa_metadata_init(md);
+    facts->has_settings = vc != NULL;
+    if (vc) {
+        md->mode = vc->mode;
+        md->preferred = vc->preferred;
+        md->softness = vc->softness;
     }
-    g_array_set_size(vm->prev_samples, vm->n_vcpus);
-    g_array_set_size(vm->deltas, vm->n_vcpus);
-    vm->have_prev = false;
-    vm->threads_stale = false;
+    if (md->preferred < 0)
+        md->assigned = qmp_homes_get(q->homes, c->path);
+    if (md->assigned >= 0 && sa_topology_find_partition(topo, (guint)md->assigned) < 0) {
+        md->assigned = -1;
+        qmp_homes_set(q->homes, c->path, -1);
+    }
+    g_autoptr(GError) error = NULL;
+    if (!sa_metadata_check_host(md, topo, &error))
+        facts->settings_error = g_strdup_printf(
+            "%s: [vm %s] %s", cfg->path ? cfg->path : "configuration", c->name, error->message);
 }
 
-static void register_vm(Conn *c)
+static SaVmFacts *conn_facts(const Conn *c)
 {
-    SaQmp *q = c->q;
-    SaDaemon *d = q->d;
-    SaVm *vm = sa_daemon_lookup(d, c->key);
-    if (vm && vm->pid != c->pid) {
-        sa_daemon_remove(d, c->key, false);
-        vm = NULL;
-    }
-    if (!vm) {
-        vm = sa_vm_new(c->key, c->name, &qmp_ops);
-        QmpVm *qv = g_new0(QmpVm, 1);
-        qv->q = q;
-        qv->path = g_strdup(c->path);
-        qv->vcpu_tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
-        qv->original = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)sa_cpuset_free);
-        vm->backend_data = qv;
-        vm->backend_free = qmp_vm_free;
-        vm->pid = c->pid;
-        vm = sa_daemon_add(d, vm);
+    SaVmFacts *facts = sa_vm_facts_new(c->key, c->name);
+    facts->pid = c->pid;
+    facts->n_vcpus = c->vcpu_tids->len;
+    facts->vcpu_tids = g_array_copy(c->vcpu_tids);
+    facts->vcpu_cpuset = c->vcpu_cpuset ? sa_cpuset_copy(c->vcpu_cpuset) : NULL;
+    facts->emulator_pin = c->emulator_pin ? sa_cpuset_copy(c->emulator_pin) : NULL;
+    read_settings(c->q, c, facts);
+    return facts;
+}
 
-        /* The allowed set: the main thread's own affinity, within the process's cpuset. */
-        g_autoptr(GError) error = NULL;
-        g_autoptr(SaCpuSet) own = read_affinity(c->pid, c->pid, &error);
-        if (!own) {
-            g_info("%s: %s", c->name, error->message);
-            own = sa_cpuset_copy(d->topo->online);
-        }
-        vm->emulator_allowed = sa_cpuset_copy(own);
-        vm->allowed = sa_cpuset_copy(own);
-        g_autoptr(SaCpuSet) cg = read_cgroup_cpus(c->pid);
-        if (cg)
-            sa_cpuset_intersect(vm->allowed, cg);
-        sa_cpuset_intersect(vm->allowed, d->topo->online);
-        g_info("%s: found QEMU process %d over QMP (%s, %u vCPUs)", c->name, c->pid, c->path,
+/* Tells the core what the connection knows, with settings read again. */
+static void report(Conn *c)
+{
+    if (!c->vm) {
+        c->vm = qmp_vm_new(c->path, c->pid, c->q->homes);
+        c->vm->conn = c;
+        first_sight(c);
+    }
+    if (!c->reported)
+        g_info("%s: found QEMU process %d over QMP (%s, %u vCPUs)", c->name, (int)c->pid, c->path,
                c->vcpu_tids->len);
-    }
-    set_vcpu_threads(vm, c->vcpu_tids);
-    evaluate(q, vm);
+    qmp_vm_update(c->vm, c->vcpu_tids);
+    c->reported = true;
+    sa_core_report(c->q->core, &qmp_ops, c->vm, conn_facts(c));
+}
+
+/* The core forgets the VM; when its process still runs, its threads get their own affinity
+ * back, since nothing will restore them later. */
+static void forget(SaQmp *q, const char *key, QmpVm *vm, const char *why)
+{
+    sa_core_forget(q->core, key, why);
+    g_autoptr(GError) error = NULL;
+    if (vm && qmp_process_alive(vm->pid) && !qmp_vm_release(vm, &error))
+        g_info("%s: giving the threads their own affinity back: %s", vm->path, error->message);
+}
+
+static void conn_forget(Conn *c, const char *why)
+{
+    if (!c->reported)
+        return;
+    c->reported = false;
+    forget(c->q, c->key, c->vm, why);
 }
 
 /* ---- QMP conversation --------------------------------------------------------------------- */
@@ -461,8 +229,14 @@ static void conn_free(gpointer p)
 {
     Conn *c = p;
     sa_qmp_client_unref(c->client);
+    if (c->vm) {
+        c->vm->conn = NULL;
+        qmp_vm_unref(c->vm);
+    }
     if (c->vcpu_tids)
         g_array_unref(c->vcpu_tids);
+    sa_cpuset_free(c->vcpu_cpuset);
+    sa_cpuset_free(c->emulator_pin);
     g_free(c->name);
     g_free(c->path);
     g_free(c->key);
@@ -476,7 +250,7 @@ static void retry_later(SaQmp *q, const char *path, gint64 delay_us)
     g_hash_table_insert(q->retry_after, g_strdup(path), when);
 }
 
-static void maybe_register(Conn *c)
+static void maybe_report(Conn *c)
 {
     if (c->querying || !c->name || !c->vcpu_tids || c->shut_down)
         return;
@@ -485,7 +259,7 @@ static void maybe_register(Conn *c)
                   c->name, c->path);
         return;
     }
-    register_vm(c);
+    report(c);
 }
 
 static void on_name(SaQmpClient *client, json_object *result, const GError *error,
@@ -507,6 +281,30 @@ static void on_name(SaQmpClient *client, json_object *result, const GError *erro
         c->name = g_strdup(c->path);
 }
 
+/* query-cpus-fast's reply as thread ids by cpu-index; NULL when it is not usable. */
+static GArray *parse_vcpu_tids(json_object *result)
+{
+    if (!json_object_is_type(result, json_type_array) || json_object_array_length(result) == 0)
+        return NULL;
+    g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
+    for (size_t i = 0; i < json_object_array_length(result); i++) {
+        json_object *cpu = json_object_array_get_idx(result, i);
+        json_object *idx = NULL, *tid = NULL;
+        if (!json_object_object_get_ex(cpu, "cpu-index", &idx) ||
+            !json_object_object_get_ex(cpu, "thread-id", &tid) ||
+            !json_object_is_type(idx, json_type_int) || !json_object_is_type(tid, json_type_int))
+            return NULL;
+        gint64 index = json_object_get_int64(idx);
+        gint64 thread = json_object_get_int64(tid);
+        if (index < 0 || index >= SA_CPUSET_MAX || thread <= 0 || thread > G_MAXINT)
+            return NULL;
+        if ((guint)index >= tids->len)
+            g_array_set_size(tids, (guint)index + 1);
+        g_array_index(tids, pid_t, index) = (pid_t)thread;
+    }
+    return g_steal_pointer(&tids);
+}
+
 static void on_cpus(SaQmpClient *client, json_object *result, const GError *error,
                     gpointer user_data)
 {
@@ -517,40 +315,20 @@ static void on_cpus(SaQmpClient *client, json_object *result, const GError *erro
             g_warning("%s: cannot list its vCPU threads: %s", c->path, error->message);
         return;
     }
-    g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
-    bool ok = json_object_is_type(result, json_type_array);
-    for (size_t i = 0; ok && i < json_object_array_length(result); i++) {
-        json_object *cpu = json_object_array_get_idx(result, i);
-        json_object *idx = NULL, *tid = NULL;
-        if (!json_object_object_get_ex(cpu, "cpu-index", &idx) ||
-            !json_object_object_get_ex(cpu, "thread-id", &tid) ||
-            !json_object_is_type(idx, json_type_int) || !json_object_is_type(tid, json_type_int)) {
-            ok = false;
-            break;
-        }
-        gint64 index = json_object_get_int64(idx);
-        gint64 thread = json_object_get_int64(tid);
-        if (index < 0 || index >= SA_CPUSET_MAX || thread <= 0 || thread > G_MAXINT) {
-            ok = false;
-            break;
-        }
-        if ((guint)index >= tids->len)
-            g_array_set_size(tids, (guint)index + 1);
-        g_array_index(tids, pid_t, index) = (pid_t)thread;
-    }
-    if (!ok || tids->len == 0) {
+    GArray *tids = parse_vcpu_tids(result);
+    if (!tids) {
         g_warning("%s: query-cpus-fast gave no usable cpu-index/thread-id list", c->path);
         return;
     }
     if (c->vcpu_tids)
         g_array_unref(c->vcpu_tids);
-    c->vcpu_tids = g_steal_pointer(&tids);
-    maybe_register(c);
+    c->vcpu_tids = tids;
+    maybe_report(c);
 }
 
 static void query(Conn *c)
 {
-    if (c->querying)
+    if (c->querying || !sa_qmp_client_is_ready(c->client))
         return;
     c->querying = true;
     sa_qmp_client_execute(c->client, "query-name", NULL, on_name, c);
@@ -560,7 +338,7 @@ static void query(Conn *c)
 static void on_ready(SaQmpClient *client, gpointer user_data)
 {
     Conn *c = user_data;
-    g_debug("%s: QMP session ready (QEMU pid %d)", c->path, c->pid);
+    g_debug("%s: QMP session ready (QEMU pid %d)", c->path, (int)c->pid);
     query(c);
 }
 
@@ -568,18 +346,16 @@ static void on_event(SaQmpClient *client, const char *event, json_object *data, 
 {
     Conn *c = user_data;
     if (g_str_equal(event, "SHUTDOWN")) {
-        SaVm *vm = sa_daemon_lookup(c->q->d, c->key);
         json_object *reason = NULL;
-        if (vm)
-            g_info("%s: shut down (%s); forgotten", vm->name,
-                   data && json_object_object_get_ex(data, "reason", &reason)
-                       ? json_object_get_string(reason)
-                       : "SHUTDOWN event");
+        g_autofree char *why = g_strdup_printf(
+            "shut down (%s)", data && json_object_object_get_ex(data, "reason", &reason)
+                                  ? json_object_get_string(reason)
+                                  : "SHUTDOWN event");
         c->shut_down = true;
-        conn_forget(c, true);
+        conn_forget(c, why);
     } else if (g_str_equal(event, "RESET") || g_str_equal(event, "RESUME")) {
         /* Runs again after a shutdown (-no-shutdown), or its vCPUs may have been re-created. */
-        if (c->shut_down || !sa_daemon_lookup(c->q->d, c->key)) {
+        if (c->shut_down || !c->reported) {
             c->shut_down = false;
             query(c);
         }
@@ -588,14 +364,15 @@ static void on_event(SaQmpClient *client, const char *event, json_object *data, 
     }
 }
 
-/* A closed connection whose process looked alive: decided a moment later, since QEMU closes
- * its sockets while it exits, before it becomes a zombie. */
+/* A closed connection to a QEMU process that looked alive: decided a moment later, since QEMU
+ * closes its sockets while it exits, before it becomes a zombie. Its socket is not tried again
+ * until then. */
 typedef struct {
     SaQmp *q;
     char *key;
     char *path;
     char *why;
-    pid_t pid;
+    QmpVm *vm; /* a reference */
     guint source;
 } LostConn;
 
@@ -604,6 +381,7 @@ static void lost_conn_free(gpointer p)
     LostConn *l = p;
     if (l->source)
         g_source_remove(l->source);
+    qmp_vm_unref(l->vm);
     g_free(l->key);
     g_free(l->path);
     g_free(l->why);
@@ -614,23 +392,30 @@ static gboolean judge_lost(gpointer data)
 {
     LostConn *l = data;
     SaQmp *q = l->q;
-    bool alive = process_alive(l->pid);
-    SaVm *vm = sa_daemon_lookup(q->d, l->key);
-    /* A new connection to the same socket may have registered the VM again meanwhile. */
-    if (vm && !g_hash_table_contains(q->conns, l->path)) {
-        if (alive)
-            g_warning("%s: QMP connection lost (%s); forgotten until it reconnects", vm->name,
-                      l->why);
-        else
-            g_info("%s: QEMU process %d exited; forgotten", vm->name, l->pid);
-        sa_daemon_remove(q->d, l->key, alive);
-    }
-    if (alive)
-        retry_later(q, l->path, RETRY_ERROR_US);
-    q->lost = g_slist_remove(q->lost, l);
     l->source = 0;
+    q->lost = g_slist_remove(q->lost, l);
+    g_autofree char *why = NULL;
+    if (qmp_process_alive(l->vm->pid)) {
+        why = g_strdup_printf("QMP connection lost (%s); until it reconnects", l->why);
+        retry_later(q, l->path, RETRY_ERROR_US);
+    } else {
+        why = g_strdup_printf("QEMU process %d exited", (int)l->vm->pid);
+    }
+    forget(q, l->key, l->vm, why);
     lost_conn_free(l);
     return G_SOURCE_REMOVE;
+}
+
+static void lose_later(Conn *c, const GError *error)
+{
+    LostConn *l = g_new0(LostConn, 1);
+    l->q = c->q;
+    l->key = g_strdup(c->key);
+    l->path = g_strdup(c->path);
+    l->why = g_strdup(error->message);
+    l->vm = qmp_vm_ref(c->vm);
+    l->source = g_timeout_add(LOST_GRACE_MS, judge_lost, l);
+    c->q->lost = g_slist_prepend(c->q->lost, l);
 }
 
 static void on_closed(SaQmpClient *client, const GError *error, gpointer user_data)
@@ -639,25 +424,20 @@ static void on_closed(SaQmpClient *client, const GError *error, gpointer user_da
     SaQmp *q = c->q;
     if (q->closing)
         return;
-    SaVm *vm = sa_daemon_lookup(q->d, c->key);
+    bool alive = qmp_process_alive(c->pid);
     if (g_error_matches(error, SA_ERROR, SA_ERROR_TRANSIENT)) {
         g_info("%s: %s; trying again later", c->path, error->message);
         retry_later(q, c->path, RETRY_BUSY_US);
-    } else if (!vm) {
+    } else if (!c->reported) {
         g_debug("%s: %s", c->path, error->message);
+        if (alive)
+            retry_later(q, c->path, RETRY_ERROR_US);
     }
-    if (vm && !process_alive(c->pid)) {
-        g_info("%s: QEMU process %d exited; forgotten", vm->name, c->pid);
-        conn_forget(c, false);
-    } else if (vm || process_alive(c->pid)) {
-        LostConn *l = g_new0(LostConn, 1);
-        l->q = q;
-        l->key = g_strdup(c->key);
-        l->path = g_strdup(c->path);
-        l->why = g_strdup(error->message);
-        l->pid = c->pid;
-        q->lost = g_slist_prepend(q->lost, l);
-        l->source = g_timeout_add(LOST_GRACE_MS, judge_lost, l);
+    if (c->reported && alive) {
+        lose_later(c, error);
+    } else if (c->reported) {
+        g_autofree char *why = g_strdup_printf("QEMU process %d exited", (int)c->pid);
+        conn_forget(c, why);
     }
     g_hash_table_remove(q->conns, c->path); /* frees c */
 }
@@ -691,56 +471,71 @@ static void connect_socket(SaQmp *q, const char *path)
     g_hash_table_insert(q->conns, c->path, c);
 }
 
+/* ---- scanning ----------------------------------------------------------------------------- */
+
 static bool matches_config(SaQmp *q, const char *path)
 {
-    for (char **g = q->d->cfg->qmp_sockets; g && *g; g++)
+    const SaConfig *cfg = sa_core_config(q->core);
+    for (char **g = cfg->qmp_sockets; g && *g; g++)
         if (fnmatch(*g, path, FNM_PATHNAME) == 0)
             return true;
     return false;
 }
 
-static void rescan(SaQmp *q)
+/* A socket not to try yet: it failed recently, or its last connection awaits a verdict. */
+static bool waiting(SaQmp *q, const char *path, gint64 now)
 {
-    gint64 now = g_get_monotonic_time();
-    for (char **g = q->d->cfg->qmp_sockets; g && *g; g++) {
-        glob_t gl = {0};
-        if (glob(*g, GLOB_NOSORT, NULL, &gl) != 0) {
-            globfree(&gl);
-            continue;
-        }
-        for (size_t i = 0; i < gl.gl_pathc; i++) {
-            const char *path = gl.gl_pathv[i];
-            struct stat st;
-            if (g_hash_table_contains(q->conns, path) || stat(path, &st) < 0 ||
-                !S_ISSOCK(st.st_mode))
-                continue;
-            gint64 *when = g_hash_table_lookup(q->retry_after, path);
-            if (when && now < *when)
-                continue;
-            g_hash_table_remove(q->retry_after, path);
-            connect_socket(q, path);
-        }
-        globfree(&gl);
-    }
-    /* VMs whose threads changed, or that may not be pinned. */
+    gint64 *when = g_hash_table_lookup(q->retry_after, path);
+    if (when && now < *when)
+        return true;
+    for (GSList *l = q->lost; l; l = l->next)
+        if (g_str_equal(((LostConn *)l->data)->path, path))
+            return true;
+    return false;
+}
+
+static void consider_socket(SaQmp *q, const char *path, gint64 now)
+{
+    struct stat st;
+    if (g_hash_table_contains(q->conns, path) || stat(path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+        waiting(q, path, now))
+        return;
+    g_hash_table_remove(q->retry_after, path);
+    connect_socket(q, path);
+}
+
+/* Connections whose VM the core does not know: not reported yet (a query failed), or dropped
+ * by the core (a command found the process gone): ask QEMU again. */
+static void requery_unknown(SaQmp *q)
+{
+    g_autoptr(GPtrArray) keys = sa_core_list_keys(q->core, &qmp_ops);
     GHashTableIter it;
     gpointer value;
     g_hash_table_iter_init(&it, q->conns);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         Conn *c = value;
-        SaVm *vm = sa_daemon_lookup(q->d, c->key);
-        if (!vm) {
-            /* Not registered yet, or dropped by the core (a vCPU thread vanished): ask again. */
-            if (c->vcpu_tids && c->pid > 0 && !c->shut_down && sa_qmp_client_is_ready(c->client))
-                query(c);
-            continue;
-        }
-        QmpVm *qv = vm->backend_data;
-        if (vm->threads_stale && sa_qmp_client_is_ready(c->client))
+        if (c->reported &&
+            !(keys && g_ptr_array_find_with_equal_func(keys, c->key, g_str_equal, NULL)))
+            c->reported = false;
+        if (!c->reported && c->vcpu_tids && c->pid > 0 && !c->shut_down)
             query(c);
-        if (qv->denied && vm->status == SA_VM_MANAGED)
-            evaluate(q, vm);
     }
+}
+
+static void rescan(SaQmp *q)
+{
+    if (sa_core_is_stopping(q->core))
+        return;
+    const SaConfig *cfg = sa_core_config(q->core);
+    gint64 now = g_get_monotonic_time();
+    for (char **g = cfg->qmp_sockets; g && *g; g++) {
+        glob_t gl = {0};
+        if (glob(*g, GLOB_NOSORT, NULL, &gl) == 0)
+            for (size_t i = 0; i < gl.gl_pathc; i++)
+                consider_socket(q, gl.gl_pathv[i], now);
+        globfree(&gl);
+    }
+    requery_unknown(q);
 }
 
 static gboolean rescan_cb(gpointer data)
@@ -757,21 +552,15 @@ void sa_qmp_sync(SaQmp *q)
     g_hash_table_iter_init(&it, q->conns);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         Conn *c = value;
-        if (!matches_config(q, c->path)) {
+        if (!matches_config(q, c->path))
             g_ptr_array_add(drop, c);
-            continue;
-        }
-        SaVm *vm = sa_daemon_lookup(q->d, c->key);
-        if (vm)
-            evaluate(q, vm);
+        else if (c->reported)
+            report(c);
     }
     for (guint i = 0; i < drop->len; i++) {
         Conn *c = g_ptr_array_index(drop, i);
-        g_info("%s: no longer in [qmp] sockets; released", c->path);
-        conn_forget(c, true);
-        q->closing = true;
-        g_hash_table_remove(q->conns, c->path);
-        q->closing = false;
+        conn_forget(c, "no longer in [qmp] sockets; released");
+        g_hash_table_remove(q->conns, c->path); /* closes it without callbacks */
     }
     g_hash_table_remove_all(q->retry_after);
     rescan(q);
@@ -784,13 +573,13 @@ void sa_qmp_start(SaQmp *q)
         q->rescan_source = g_timeout_add(RESCAN_MS, rescan_cb, q);
 }
 
-SaQmp *sa_qmp_new(SaDaemon *d)
+SaQmp *sa_qmp_new(SaCore *core)
 {
     SaQmp *q = g_new0(SaQmp, 1);
-    q->d = d;
+    q->core = core;
     q->conns = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, conn_free);
     q->retry_after = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    q->assigned = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    q->homes = qmp_homes_new();
     return q;
 }
 
@@ -804,11 +593,16 @@ void sa_qmp_free(SaQmp *q)
     GHashTableIter it;
     gpointer value;
     g_hash_table_iter_init(&it, q->conns);
-    while (g_hash_table_iter_next(&it, NULL, &value))
-        conn_forget(value, false);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        Conn *c = value;
+        if (c->reported)
+            sa_core_forget(q->core, c->key, "the QMP backend stops");
+    }
+    for (GSList *l = q->lost; l; l = l->next)
+        sa_core_forget(q->core, ((LostConn *)l->data)->key, "the QMP backend stops");
     g_slist_free_full(q->lost, lost_conn_free);
     g_hash_table_unref(q->conns);
     g_hash_table_unref(q->retry_after);
-    g_hash_table_unref(q->assigned);
+    qmp_homes_unref(q->homes);
     g_free(q);
 }

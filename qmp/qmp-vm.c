@@ -1,0 +1,382 @@
+/* softaffd — the QMP backend's commands: sched_setaffinity on the threads of a QEMU process.
+ *
+ * pin gives each vCPU thread its set and every other thread of the process (main loop, I/O
+ * threads, thread-pool workers) the emulator set. Each thread's affinity is read first and
+ * written only when it differs; the value a thread had before softaff's first write to it is
+ * remembered, and restore puts exactly that back. Threads come and go (QEMU's thread pool), so
+ * an "other" thread that exits meanwhile is no error, and the memory of exited threads is
+ * dropped. These run on the core's worker threads, under the handle's lock (see qmp-vm.h). */
+#define G_LOG_DOMAIN "softaffd"
+
+#include "qmp-vm.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sa-error.h"
+#include "sa-paths.h"
+#include "sa-sampler.h"
+
+/* ---- remembered homes --------------------------------------------------------------------- */
+
+struct QmpHomes {
+    gint ref; /* atomic */
+    GMutex lock;
+    GHashTable *home; /* guarded by lock: socket path -> GINT_TO_POINTER(home + 1) */
+};
+
+QmpHomes *qmp_homes_new(void)
+{
+    QmpHomes *homes = g_new0(QmpHomes, 1);
+    homes->ref = 1;
+    g_mutex_init(&homes->lock);
+    homes->home = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    return homes;
+}
+
+QmpHomes *qmp_homes_ref(QmpHomes *homes)
+{
+    g_atomic_int_inc(&homes->ref);
+    return homes;
+}
+
+void qmp_homes_unref(QmpHomes *homes)
+{
+    if (!homes || !g_atomic_int_dec_and_test(&homes->ref))
+        return;
+    g_hash_table_unref(homes->home);
+    g_mutex_clear(&homes->lock);
+    g_free(homes);
+}
+
+int qmp_homes_get(QmpHomes *homes, const char *path)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&homes->lock);
+    return GPOINTER_TO_INT(g_hash_table_lookup(homes->home, path)) - 1;
+}
+
+void qmp_homes_set(QmpHomes *homes, const char *path, int home)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&homes->lock);
+    if (home < 0)
+        g_hash_table_remove(homes->home, path);
+    else
+        g_hash_table_insert(homes->home, g_strdup(path), GINT_TO_POINTER(home + 1));
+}
+
+/* ---- the handle --------------------------------------------------------------------------- */
+
+QmpVm *qmp_vm_new(const char *path, pid_t pid, QmpHomes *homes)
+{
+    QmpVm *vm = g_new0(QmpVm, 1);
+    vm->ref = 1;
+    vm->path = g_strdup(path);
+    vm->pid = pid;
+    vm->homes = qmp_homes_ref(homes);
+    g_mutex_init(&vm->lock);
+    vm->vcpu_tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
+    vm->original = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)sa_cpuset_free);
+    return vm;
+}
+
+gpointer qmp_vm_ref(gpointer handle)
+{
+    QmpVm *vm = handle;
+    g_atomic_int_inc(&vm->ref);
+    return vm;
+}
+
+void qmp_vm_unref(gpointer handle)
+{
+    QmpVm *vm = handle;
+    if (!vm || !g_atomic_int_dec_and_test(&vm->ref))
+        return;
+    g_array_unref(vm->vcpu_tids);
+    g_hash_table_unref(vm->original);
+    g_mutex_clear(&vm->lock);
+    qmp_homes_unref(vm->homes);
+    g_free(vm->path);
+    g_free(vm);
+}
+
+void qmp_vm_update(QmpVm *vm, const GArray *vcpu_tids)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&vm->lock);
+    g_array_set_size(vm->vcpu_tids, 0);
+    g_array_append_vals(vm->vcpu_tids, vcpu_tids->data, vcpu_tids->len);
+    vm->released = false;
+}
+
+/* ---- one thread's affinity ---------------------------------------------------------------- */
+
+bool qmp_process_alive(pid_t pid)
+{
+    if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
+        return false;
+    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
+    g_autofree char *stat = NULL;
+    if (!g_file_get_contents(path, &stat, NULL, NULL))
+        return false;
+    /* The state follows the command name, which may itself hold ')'. */
+    const char *end = strrchr(stat, ')');
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+}
+
+/* 0 or an errno. */
+static int get_affinity(pid_t tid, SaCpuSet **out)
+{
+    size_t size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
+    cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
+    int err = sched_getaffinity(tid, size, bits) == 0 ? 0 : errno;
+    if (err == 0) {
+        int left = CPU_COUNT_S(size, bits);
+        *out = sa_cpuset_new();
+        for (guint c = 0; left > 0 && c < SA_CPUSET_MAX; c++) {
+            if (CPU_ISSET_S(c, size, bits)) {
+                sa_cpuset_add(*out, c);
+                left--;
+            }
+        }
+    }
+    CPU_FREE(bits);
+    return err;
+}
+
+/* 0 or an errno. */
+static int set_affinity(pid_t tid, const SaCpuSet *set)
+{
+    size_t size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
+    cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
+    CPU_ZERO_S(size, bits);
+    for (int c = sa_cpuset_next(set, -1); c >= 0 && c < SA_CPUSET_MAX; c = sa_cpuset_next(set, c))
+        CPU_SET_S((size_t)c, size, bits);
+    int err = sched_setaffinity(tid, size, bits) == 0 ? 0 : errno;
+    CPU_FREE(bits);
+    return err;
+}
+
+static void set_gone(GError **error, pid_t pid)
+{
+    g_set_error(error, SA_ERROR, SA_ERROR_GONE, "QEMU process %d exited", (int)pid);
+}
+
+/* Sorts an affinity call's errno: a process that exited is GONE, one of its threads that exited
+ * is TRANSIENT, a refusal (EPERM: not ours to change; EINVAL: none of those CPUs is online or in
+ * its cpuset cgroup) is UNSUPPORTED. want is NULL for a read. */
+static void set_thread_error(GError **error, pid_t pid, pid_t tid, const SaCpuSet *want, int err)
+{
+    if (err == ESRCH && !qmp_process_alive(pid)) {
+        set_gone(error, pid);
+    } else if (err == ESRCH) {
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT, "thread %d of QEMU process %d exited",
+                    (int)tid, (int)pid);
+    } else if (want && (err == EPERM || err == EINVAL)) {
+        g_autofree char *cpus = sa_cpuset_format(want);
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
+                    "softaffd may not pin the threads of QEMU process %d: thread %d to CPUs %s: "
+                    "%s%s",
+                    (int)pid, (int)tid, cpus, g_strerror(err),
+                    err == EINVAL ? " (none of them is online or in its cpuset cgroup)" : "");
+    } else {
+        g_set_error(error, SA_ERROR, SA_ERROR_IO,
+                    "%s the affinity of thread %d of QEMU process %d: %s",
+                    want ? "setting" : "reading", (int)tid, (int)pid, g_strerror(err));
+    }
+}
+
+SaCpuSet *qmp_thread_affinity(pid_t pid, pid_t tid, GError **error)
+{
+    SaCpuSet *set = NULL;
+    int err = get_affinity(tid, &set);
+    if (err != 0)
+        set_thread_error(error, pid, tid, NULL, err);
+    return set;
+}
+
+/* Gives tid the set want unless it has it already; remembers its own affinity before softaff
+ * first changes it. Called with vm->lock held. */
+static bool pin_thread(QmpVm *vm, pid_t tid, const SaCpuSet *want, GError **error)
+{
+    g_autoptr(SaCpuSet) cur = NULL;
+    int err = get_affinity(tid, &cur);
+    if (err != 0) {
+        set_thread_error(error, vm->pid, tid, NULL, err);
+        return false;
+    }
+    if (sa_cpuset_equal(cur, want))
+        return true;
+    if (!g_hash_table_contains(vm->original, GINT_TO_POINTER(tid)))
+        g_hash_table_insert(vm->original, GINT_TO_POINTER(tid), g_steal_pointer(&cur));
+    err = set_affinity(tid, want);
+    if (err != 0) {
+        set_thread_error(error, vm->pid, tid, want, err);
+        return false;
+    }
+    return true;
+}
+
+/* ---- the process's threads ---------------------------------------------------------------- */
+
+static int compare_tids(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool has_tid(const GArray *sorted, pid_t tid)
+{
+    return sorted->len > 0 &&
+           bsearch(&tid, sorted->data, sorted->len, sizeof(pid_t), compare_tids) != NULL;
+}
+
+/* The threads of the VM's process, sorted; drops what is remembered of threads that exited (a
+ * thread id may be reused). Called with vm->lock held. */
+static GArray *list_threads(QmpVm *vm, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    GArray *threads = sa_process_list_threads(vm->pid, &local);
+    if (!threads) {
+        if (qmp_process_alive(vm->pid))
+            g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT, "QEMU process %d: %s", (int)vm->pid,
+                        local->message);
+        else
+            set_gone(error, vm->pid);
+        return NULL;
+    }
+    g_array_sort(threads, compare_tids);
+    GHashTableIter it;
+    gpointer tid;
+    g_hash_table_iter_init(&it, vm->original);
+    while (g_hash_table_iter_next(&it, &tid, NULL))
+        if (!has_tid(threads, GPOINTER_TO_INT(tid)))
+            g_hash_table_iter_remove(&it);
+    return threads;
+}
+
+/* The vCPU threads the command was built for, else the ones last reported. */
+static const GArray *command_vcpu_tids(const QmpVm *vm, const SaCommand *cmd)
+{
+    return cmd && cmd->vcpu_tids ? cmd->vcpu_tids : vm->vcpu_tids;
+}
+
+static bool pin_vcpus(QmpVm *vm, const SaCommand *cmd, const GArray *vcpu_tids,
+                      const GArray *threads, GError **error)
+{
+    for (guint i = 0; i < cmd->n_vcpus && i < vcpu_tids->len; i++) {
+        pid_t tid = g_array_index(vcpu_tids, pid_t, i);
+        if (tid <= 0)
+            continue;
+        /* A vCPU thread that is gone while QEMU runs (unplug, reset): the core asks for the
+         * new threads (threads_lost). Checked against the listing, so a recycled thread id
+         * of another process is never pinned. */
+        if (!has_tid(threads, tid)) {
+            g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT,
+                        "vCPU %u (thread %d) of QEMU process %d exited", i, (int)tid, (int)vm->pid);
+            return false;
+        }
+        if (!pin_thread(vm, tid, cmd->vcpus[i], error))
+            return false;
+    }
+    return true;
+}
+
+/* pin_thread for a thread that may exit meanwhile (a thread-pool worker): that is no error. */
+static bool pin_thread_if_alive(QmpVm *vm, pid_t tid, const SaCpuSet *want, GError **error)
+{
+    g_autoptr(GError) e = NULL;
+    if (pin_thread(vm, tid, want, &e) || g_error_matches(e, SA_ERROR, SA_ERROR_TRANSIENT))
+        return true;
+    g_propagate_error(error, g_steal_pointer(&e));
+    return false;
+}
+
+static bool pin_others(QmpVm *vm, const SaCpuSet *want, const GArray *vcpu_tids,
+                       const GArray *threads, GError **error)
+{
+    g_autoptr(GArray) vcpus = g_array_copy((GArray *)vcpu_tids);
+    g_array_sort(vcpus, compare_tids);
+    for (guint i = 0; i < threads->len; i++) {
+        pid_t tid = g_array_index(threads, pid_t, i);
+        if (!has_tid(vcpus, tid) && !pin_thread_if_alive(vm, tid, want, error))
+            return false;
+    }
+    return true;
+}
+
+bool qmp_vm_pin(gpointer handle, const SaCommand *cmd, GError **error)
+{
+    QmpVm *vm = handle;
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&vm->lock);
+    if (vm->released) {
+        g_set_error(error, SA_ERROR, SA_ERROR_GONE, "QEMU process %d is no longer watched over QMP",
+                    (int)vm->pid);
+        return false;
+    }
+    g_autoptr(GArray) threads = list_threads(vm, error);
+    if (!threads)
+        return false;
+    const GArray *vcpu_tids = command_vcpu_tids(vm, cmd);
+    return pin_vcpus(vm, cmd, vcpu_tids, threads, error) &&
+           (!cmd->others || pin_others(vm, cmd->others, vcpu_tids, threads, error));
+}
+
+/* What a thread softaff never wrote gets back: its vCPU's set in cmd, else cmd's set for the
+ * other threads; NULL without a command. */
+static const SaCpuSet *fallback_for(const SaCommand *cmd, const GArray *vcpu_tids, pid_t tid)
+{
+    if (!cmd)
+        return NULL;
+    for (guint i = 0; cmd->vcpus && i < cmd->n_vcpus && i < vcpu_tids->len; i++)
+        if (g_array_index(vcpu_tids, pid_t, i) == tid)
+            return cmd->vcpus[i];
+    return cmd->others;
+}
+
+/* Puts every thread's remembered affinity back, else the fallback (see fallback_for). Threads
+ * that exited meanwhile are skipped. Called with vm->lock held. */
+static bool put_back(QmpVm *vm, const SaCommand *cmd, GError **error)
+{
+    g_autoptr(GArray) threads = list_threads(vm, error);
+    if (!threads)
+        return false;
+    const GArray *vcpu_tids = command_vcpu_tids(vm, cmd);
+    for (guint i = 0; i < threads->len; i++) {
+        pid_t tid = g_array_index(threads, pid_t, i);
+        /* Points into vm->original: pin_thread only adds threads that have no entry. */
+        const SaCpuSet *want = g_hash_table_lookup(vm->original, GINT_TO_POINTER(tid));
+        if (!want)
+            want = fallback_for(cmd, vcpu_tids, tid);
+        if (want && !pin_thread_if_alive(vm, tid, want, error))
+            return false;
+    }
+    return true;
+}
+
+bool qmp_vm_restore(gpointer handle, const SaCommand *cmd, GError **error)
+{
+    QmpVm *vm = handle;
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&vm->lock);
+    return put_back(vm, cmd, error);
+}
+
+bool qmp_vm_release(QmpVm *vm, GError **error)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&vm->lock);
+    vm->released = true;
+    return put_back(vm, NULL, error);
+}
+
+bool qmp_vm_write_assigned(gpointer handle, const SaCommand *cmd, GError **error)
+{
+    QmpVm *vm = handle;
+    if (!cmd->settings) {
+        g_set_error(error, SA_ERROR, SA_ERROR_RANGE, "%s: write_assigned without settings",
+                    cmd->name);
+        return false;
+    }
+    qmp_homes_set(vm->homes, vm->path, cmd->settings->assigned);
+    return true;
+}
