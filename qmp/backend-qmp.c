@@ -82,6 +82,7 @@ static void qmp_threads_lost(gpointer handle)
 
 static const SaBackendOps qmp_ops = {
     .name = "qmp",
+    .settings_name = "[vm NAME] group",
     .pin = qmp_vm_pin,
     .restore = qmp_vm_restore,
     .write_assigned = qmp_vm_write_assigned,
