@@ -242,8 +242,6 @@ static void register_events(SaLibvirt *lv)
 static void finish_connect(SaLibvirt *lv, LvOpened *opened)
 {
     lv->conn = g_steal_pointer(&opened->conn);
-    if (virConnectSetKeepAlive(lv->conn, 5, 3) < 0)
-        g_debug("keepalive not supported by %s", lv->shared->uri);
     if (virConnectRegisterCloseCallback(lv->conn, close_cb, lv, NULL) < 0)
         g_debug("no close callback on %s: %s", lv->shared->uri, virGetLastErrorMessage());
     int host_cpus = opened->host_cpus;
@@ -268,6 +266,9 @@ static void open_thread(GTask *task, gpointer source, gpointer data, GCancellabl
         g_free(o);
         return;
     }
+    /* Both may wait on libvirtd too. */
+    if (virConnectSetKeepAlive(o->conn, 5, 3) < 0)
+        g_debug("keepalive not supported by %s: %s", uri, virGetLastErrorMessage());
     unsigned char *map = NULL;
     o->host_cpus = virNodeGetCPUMap(o->conn, &map, NULL, 0);
     free(map);
@@ -323,7 +324,7 @@ SaLibvirt *sa_libvirt_new(SaCore *core, const char *uri)
 {
     SaLibvirt *lv = g_new0(SaLibvirt, 1);
     lv->core = core;
-    lv->shared = lv_shared_new(uri, sa_core_config(core)->socket);
+    lv->shared = lv_shared_new(core, uri, sa_core_config(core)->socket);
     lv->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, lv_domain_unref);
     for (guint i = 0; i < G_N_ELEMENTS(lv->cb_ids); i++)
         lv->cb_ids[i] = -1;

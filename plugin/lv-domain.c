@@ -9,10 +9,11 @@
 #include "lv-private.h"
 #include "sa-error.h"
 
-LvShared *lv_shared_new(const char *uri, const char *socket_path)
+LvShared *lv_shared_new(SaCore *core, const char *uri, const char *socket_path)
 {
     LvShared *s = g_new0(LvShared, 1);
     s->refs = 1;
+    s->core = core;
     s->uri = g_strdup(uri);
     g_mutex_init(&s->state_lock);
     lv_shared_set_socket(s, socket_path);

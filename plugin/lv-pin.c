@@ -126,12 +126,21 @@ static bool lv_write_assigned(gpointer handle, const SaCommand *cmd, GError **er
     return true;
 }
 
+/* Main thread: a vCPU thread went away (vCPU unplug, reset); the domain is read again, and the
+ * core finds the threads anew. */
+static void lv_threads_lost(gpointer handle)
+{
+    LvDomain *h = handle;
+    sa_core_discover(h->shared->core, &lv_backend_ops, h, h->uuid, h->name);
+}
+
 const SaBackendOps lv_backend_ops = {
     .name = "libvirt",
     .pin = lv_pin,
     .restore = lv_restore,
     .write_assigned = lv_write_assigned,
     .discover = lv_discover,
+    .threads_lost = lv_threads_lost,
     .handle_ref = lv_domain_ref,
     .handle_unref = lv_domain_unref,
 };

@@ -26,13 +26,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
  * listening to libvirt). */
 typedef struct {
     gint refs;         /* atomic */
+    SaCore *core;      /* immutable; used on the main thread only (the core calls back there) */
     gint host_cpus;    /* atomic: CPUs in libvirt's cpumaps (virNodeGetCPUMap at connect) */
     char *uri;         /* immutable */
     GMutex state_lock; /* guards state_path and the file it names */
     char *state_path;  /* transient-domains.ini beside the control socket */
 } LvShared;
 
-LvShared *lv_shared_new(const char *uri, const char *socket_path);
+LvShared *lv_shared_new(SaCore *core, const char *uri, const char *socket_path);
 LvShared *lv_shared_ref(LvShared *shared);
 void lv_shared_unref(LvShared *shared);
 /* Bytes of a cpumap for one thread. */

@@ -210,21 +210,31 @@ static bool parse_vcpu(const xmlNode *vcpu, SaDomainXml *d, GError **error)
     return true;
 }
 
+/* <vcpupin vcpu='N' cpuset=...> and <iothreadpin iothread='N' cpuset=...>: N (attr, in
+ * min..max) and the set. */
+static SaCpuSet *parse_pin(const xmlNode *c, const char *attr, guint64 min, guint64 max,
+                           guint64 *id, GError **error)
+{
+    const char *element = (const char *)c->name;
+    g_autofree char *number = prop(c, attr);
+    g_autofree char *cpuset = prop(c, "cpuset");
+
+    if (number == NULL || cpuset == NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    WHAT ": <%s> needs both %s and cpuset attributes", element, attr);
+        return NULL;
+    }
+    g_autofree char *what = g_strdup_printf("<%s %s>", element, attr);
+    if (!parse_uint(what, number, min, max, id, error))
+        return NULL;
+    g_autofree char *where = g_strdup_printf("<%s %s='%u' cpuset>", element, attr, (guint)*id);
+    return parse_cpuset(where, cpuset, error);
+}
+
 static bool parse_vcpupin(const xmlNode *c, SaDomainXml *d, GError **error)
 {
-    g_autofree char *vcpu = prop(c, "vcpu");
-    g_autofree char *cpuset = prop(c, "cpuset");
     guint64 id = 0;
-
-    if (vcpu == NULL || cpuset == NULL) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                    WHAT ": <vcpupin> needs both vcpu and cpuset attributes");
-        return false;
-    }
-    if (!parse_uint("<vcpupin vcpu>", vcpu, 0, SA_DOMAIN_MAX_VCPUS - 1, &id, error))
-        return false;
-    g_autofree char *where = g_strdup_printf("<vcpupin vcpu='%u' cpuset>", (guint)id);
-    SaCpuSet *set = parse_cpuset(where, cpuset, error);
+    SaCpuSet *set = parse_pin(c, "vcpu", 0, SA_DOMAIN_MAX_VCPUS - 1, &id, error);
     if (set == NULL)
         return false;
 
@@ -264,32 +274,21 @@ static bool parse_emulatorpin(const xmlNode *c, SaDomainXml *d, GError **error)
 static bool parse_iothreadpin(const xmlNode *c, SaDomainXml *d, GHashTable *positions,
                               GError **error)
 {
-    g_autofree char *iothread = prop(c, "iothread");
-    g_autofree char *cpuset = prop(c, "cpuset");
     guint64 id = 0;
-
-    if (iothread == NULL || cpuset == NULL) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                    WHAT ": <iothreadpin> needs both iothread and cpuset attributes");
-        return false;
-    }
-    if (!parse_uint("<iothreadpin iothread>", iothread, 1, G_MAXUINT, &id, error))
-        return false;
-    g_autofree char *where = g_strdup_printf("<iothreadpin iothread='%u' cpuset>", (guint)id);
-    g_autoptr(SaCpuSet) set = parse_cpuset(where, cpuset, error);
+    g_autoptr(SaCpuSet) set = parse_pin(c, "iothread", 1, G_MAXUINT, &id, error);
     if (set == NULL)
         return false;
 
     /* positions: I/O thread id -> its position in d->iothread_ids + 1 */
-    guint i = GPOINTER_TO_UINT(g_hash_table_lookup(positions, GUINT_TO_POINTER((guint)id)));
-    if (i-- == 0)
+    guint pos = GPOINTER_TO_UINT(g_hash_table_lookup(positions, GUINT_TO_POINTER((guint)id)));
+    if (pos == 0)
         return true;
-    if (g_ptr_array_index(d->iothreadpin, i) != NULL) {
+    if (g_ptr_array_index(d->iothreadpin, pos - 1) != NULL) {
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
                     WHAT ": more than one <iothreadpin> for iothread %u", (guint)id);
         return false;
     }
-    g_ptr_array_index(d->iothreadpin, i) = g_steal_pointer(&set);
+    g_ptr_array_index(d->iothreadpin, pos - 1) = g_steal_pointer(&set);
     return true;
 }
 

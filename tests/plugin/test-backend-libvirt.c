@@ -564,14 +564,22 @@ static void reset_counts(void)
     fake.pin_vcpu = fake.pin_emulator = fake.pin_iothread = 0;
 }
 
-/* pin writes what differs only, and never asks QEMU for its I/O threads. */
-static void test_pin(Fixture *f, gconstpointer data)
+/* Connects and discovers web once (the I/O threads are known after a discover). */
+static LvDomain *connect_discover_web(Fixture *f)
 {
     connect_backend(f);
     LvDomain *web = handle_of(WEB_UUID);
     g_autoptr(GError) error = NULL;
     g_autoptr(SaVmFacts) facts = discover(web, &error);
     g_assert_no_error(error);
+    return web;
+}
+
+/* pin writes what differs only, and never asks QEMU for its I/O threads. */
+static void test_pin(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
     g_autofree char *before = live_pinning(web, 4);
     g_assert_cmpstr(before, ==, "0-5 2-3 0-5 0-5 | 4-5");
 
@@ -599,10 +607,8 @@ static void test_pin(Fixture *f, gconstpointer data)
 /* restore puts the core's sets back, and each I/O thread its own pin when it has one. */
 static void test_restore(Fixture *f, gconstpointer data)
 {
-    connect_backend(f);
-    LvDomain *web = handle_of(WEB_UUID);
+    LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
-    g_autoptr(SaVmFacts) facts = discover(web, &error);
     TestCommand pin, restore;
     test_command_init(&pin, WEB_UUID, "6;6;7;7", "0");
     test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
@@ -627,10 +633,8 @@ static void test_restore(Fixture *f, gconstpointer data)
 /* An I/O thread deleted since discover is dropped, not an error on every command. */
 static void test_iothread_deleted(Fixture *f, gconstpointer data)
 {
-    connect_backend(f);
-    LvDomain *web = handle_of(WEB_UUID);
+    LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
-    g_autoptr(SaVmFacts) facts = discover(web, &error);
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     g_assert_cmpint(virDomainDelIOThread(dom, 1, VIR_DOMAIN_AFFECT_LIVE), ==, 0);
 
@@ -740,6 +744,51 @@ static void test_transient(Fixture *f, gconstpointer data)
     g_assert_false(g_key_file_has_group(after, SCRATCH_UUID));
 }
 
+/* A running domain undefined (now transient) keeps its definition's pins, not softaff's. */
+static void test_undefined_while_running(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;0-1;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+    g_assert_cmpint(virDomainUndefine(dom), ==, 0);
+    run_events();
+    g_assert_cmpuint(count_discovered(WEB_UUID), ==, 2);
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    g_assert_no_error(error);
+    g_assert_null(g_ptr_array_index(facts->vcpu_pins, 0));
+    assert_cpuset(g_ptr_array_index(facts->vcpu_pins, 1), "2-3");
+    assert_cpuset(facts->emulator_pin, "4-5");
+
+    g_autofree char *path = state_file();
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_assert_true(g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, NULL));
+    g_autofree char *pin1 = g_key_file_get_string(kf, WEB_UUID, "vcpupin1", NULL);
+    g_autofree char *emulator = g_key_file_get_string(kf, WEB_UUID, "emulatorpin", NULL);
+    g_autofree char *io2 = g_key_file_get_string(kf, WEB_UUID, "iothreadpin2", NULL);
+    g_assert_cmpstr(pin1, ==, "2-3");
+    g_assert_cmpstr(emulator, ==, "4-5");
+    g_assert_cmpstr(io2, ==, "5");
+    g_assert_false(g_key_file_has_key(kf, WEB_UUID, "vcpupin0", NULL));
+    g_assert_false(g_key_file_has_key(kf, WEB_UUID, "iothreadpin1", NULL));
+
+    /* A restarted daemon restores its I/O thread from the record. */
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
+    g_assert_no_error(error);
+    TestCommand restore;
+    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
+    g_assert_true(command(lv_backend_ops.restore, fresh, &restore.cmd, &error));
+    test_command_clear(&restore);
+    g_autofree char *iothreads = live_iothread_pins(fresh);
+    g_assert_cmpstr(iothreads, ==, "1=4-5 2=5");
+    lv_domain_unref(fresh);
+}
+
 /* Lifecycle events: a stopped domain is forgotten, a started one discovered; discover of a
  * domain that no longer runs says GONE. */
 static void test_lifecycle(Fixture *f, gconstpointer data)
@@ -769,7 +818,7 @@ static void test_lifecycle(Fixture *f, gconstpointer data)
     g_assert_null(facts->vcpu_pins);
 }
 
-/* A sync forgets the VMs the core knows that no longer run. */
+/* A sync forgets the VMs the core knows that no longer run; threads_lost discovers again. */
 static void test_sync_forgets(Fixture *f, gconstpointer data)
 {
     connect_backend(f);
@@ -781,6 +830,10 @@ static void test_sync_forgets(Fixture *f, gconstpointer data)
     /* Every running domain again, with the same handle. */
     g_assert_cmpuint(count_discovered(WEB_UUID), ==, 2);
     g_assert_true(find_discovered(WEB_UUID, 0)->handle == find_discovered(WEB_UUID, 1)->handle);
+
+    /* The core lost a vCPU thread: the domain is read again. */
+    lv_backend_ops.threads_lost(handle_of(SCRATCH_UUID));
+    g_assert_cmpuint(count_discovered(SCRATCH_UUID), ==, 3);
 }
 
 static virTypedParameter string_param(const char *field, char *value)
@@ -795,10 +848,8 @@ static virTypedParameter string_param(const char *field, char *value)
  * event would): softaff's own writes are recognised, the user's are kept and reported. */
 static void test_tunables(Fixture *f, gconstpointer data)
 {
-    connect_backend(f);
-    LvDomain *web = handle_of(WEB_UUID);
+    LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
-    g_autoptr(SaVmFacts) facts = discover(web, &error);
     TestCommand t1, t2;
     test_command_init(&t1, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
     test_command_init(&t2, WEB_UUID, "2-3;2-3;2-3;2-3", "6-7");
@@ -864,7 +915,7 @@ static void test_handle_new_connection(Fixture *f, gconstpointer data)
     g_autoptr(virDomain) da = virDomainLookupByUUIDString(a, WEB_UUID);
     g_autoptr(virDomain) da2 = virDomainLookupByUUIDString(a, WEB_UUID);
     g_autoptr(virDomain) db = virDomainLookupByUUIDString(b, WEB_UUID);
-    LvShared *shared = lv_shared_new(f->uri, fake.cfg.socket);
+    LvShared *shared = lv_shared_new(CORE, f->uri, fake.cfg.socket);
     LvDomain *h = lv_domain_new(shared, WEB_UUID, "web", da);
     lv_shared_unref(shared);
 
@@ -901,6 +952,8 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/transient", Fixture, NULL, fixture_setup, test_transient,
                fixture_teardown);
+    g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
+               test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
                fixture_teardown);
     g_test_add("/backend-libvirt/sync-forgets", Fixture, NULL, fixture_setup, test_sync_forgets,
