@@ -12,6 +12,8 @@
 #define WHAT "domain XML"
 /* More vCPUs than libvirt or any hypervisor supports is a broken document. */
 #define SA_DOMAIN_MAX_VCPUS 16384
+/* So are more I/O threads than that. */
+#define SA_DOMAIN_MAX_IOTHREADS 16384
 
 void sa_domain_xml_free(SaDomainXml *d)
 {
@@ -22,6 +24,8 @@ void sa_domain_xml_free(SaDomainXml *d)
     g_clear_pointer(&d->vcpu_cpuset, sa_cpuset_free);
     g_clear_pointer(&d->vcpupin, g_ptr_array_unref);
     g_clear_pointer(&d->emulatorpin, sa_cpuset_free);
+    g_clear_pointer(&d->iothread_ids, g_array_unref);
+    g_clear_pointer(&d->iothreadpin, g_ptr_array_unref);
     g_clear_error(&d->metadata_error);
     g_free(d);
 }
@@ -206,54 +210,160 @@ static bool parse_vcpu(const xmlNode *vcpu, SaDomainXml *d, GError **error)
     return true;
 }
 
+/* <vcpupin vcpu='N' cpuset=...> and <iothreadpin iothread='N' cpuset=...>: N (attr, in
+ * min..max) and the set. */
+static SaCpuSet *parse_pin(const xmlNode *c, const char *attr, guint64 min, guint64 max,
+                           guint64 *id, GError **error)
+{
+    const char *element = (const char *)c->name;
+    g_autofree char *number = prop(c, attr);
+    g_autofree char *cpuset = prop(c, "cpuset");
+
+    if (number == NULL || cpuset == NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    WHAT ": <%s> needs both %s and cpuset attributes", element, attr);
+        return NULL;
+    }
+    g_autofree char *what = g_strdup_printf("<%s %s>", element, attr);
+    if (!parse_uint(what, number, min, max, id, error))
+        return NULL;
+    g_autofree char *where = g_strdup_printf("<%s %s='%u' cpuset>", element, attr, (guint)*id);
+    return parse_cpuset(where, cpuset, error);
+}
+
+static bool parse_vcpupin(const xmlNode *c, SaDomainXml *d, GError **error)
+{
+    guint64 id = 0;
+    SaCpuSet *set = parse_pin(c, "vcpu", 0, SA_DOMAIN_MAX_VCPUS - 1, &id, error);
+    if (set == NULL)
+        return false;
+
+    if (d->vcpupin == NULL)
+        d->vcpupin = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    if (d->vcpupin->len <= id)
+        g_ptr_array_set_size(d->vcpupin, (gint)id + 1);
+    if (g_ptr_array_index(d->vcpupin, id) != NULL) {
+        sa_cpuset_free(set);
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": more than one <vcpupin> for vcpu %u",
+                    (guint)id);
+        return false;
+    }
+    g_ptr_array_index(d->vcpupin, id) = set;
+    return true;
+}
+
+static bool parse_emulatorpin(const xmlNode *c, SaDomainXml *d, GError **error)
+{
+    g_autofree char *cpuset = prop(c, "cpuset");
+
+    if (d->emulatorpin != NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": more than one <emulatorpin>");
+        return false;
+    }
+    if (cpuset == NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    WHAT ": <emulatorpin> needs a cpuset attribute");
+        return false;
+    }
+    d->emulatorpin = parse_cpuset("<emulatorpin cpuset>", cpuset, error);
+    return d->emulatorpin != NULL;
+}
+
+/* A pin for an I/O thread the domain does not have is left out: libvirt refuses such a
+ * definition, and a reader of the hook's input must not fail on it. */
+static bool parse_iothreadpin(const xmlNode *c, SaDomainXml *d, GHashTable *positions,
+                              GError **error)
+{
+    guint64 id = 0;
+    g_autoptr(SaCpuSet) set = parse_pin(c, "iothread", 1, G_MAXUINT, &id, error);
+    if (set == NULL)
+        return false;
+
+    /* positions: I/O thread id -> its position in d->iothread_ids + 1 */
+    guint pos = GPOINTER_TO_UINT(g_hash_table_lookup(positions, GUINT_TO_POINTER((guint)id)));
+    if (pos == 0)
+        return true;
+    if (g_ptr_array_index(d->iothreadpin, pos - 1) != NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    WHAT ": more than one <iothreadpin> for iothread %u", (guint)id);
+        return false;
+    }
+    g_ptr_array_index(d->iothreadpin, pos - 1) = g_steal_pointer(&set);
+    return true;
+}
+
 static bool parse_cputune(const xmlNode *cputune, SaDomainXml *d, GError **error)
 {
+    g_autoptr(GHashTable) positions = g_hash_table_new(NULL, NULL);
+
+    for (guint i = 0; d->iothread_ids != NULL && i < d->iothread_ids->len; i++)
+        g_hash_table_insert(positions, GUINT_TO_POINTER(g_array_index(d->iothread_ids, guint, i)),
+                            GUINT_TO_POINTER(i + 1));
     for (const xmlNode *c = cputune->children; c != NULL; c = c->next) {
-        if (is_element(c, "vcpupin")) {
-            g_autofree char *vcpu = prop(c, "vcpu");
-            g_autofree char *cpuset = prop(c, "cpuset");
-            guint64 id = 0;
-
-            if (vcpu == NULL || cpuset == NULL) {
-                g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                            WHAT ": <vcpupin> needs both vcpu and cpuset attributes");
-                return false;
-            }
-            if (!parse_uint("<vcpupin vcpu>", vcpu, 0, SA_DOMAIN_MAX_VCPUS - 1, &id, error))
-                return false;
-            g_autofree char *where = g_strdup_printf("<vcpupin vcpu='%u' cpuset>", (guint)id);
-            SaCpuSet *set = parse_cpuset(where, cpuset, error);
-            if (set == NULL)
-                return false;
-
-            if (d->vcpupin == NULL)
-                d->vcpupin = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
-            if (d->vcpupin->len <= id)
-                g_ptr_array_set_size(d->vcpupin, (gint)id + 1);
-            if (g_ptr_array_index(d->vcpupin, id) != NULL) {
-                sa_cpuset_free(set);
-                g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                            WHAT ": more than one <vcpupin> for vcpu %u", (guint)id);
-                return false;
-            }
-            g_ptr_array_index(d->vcpupin, id) = set;
-        } else if (is_element(c, "emulatorpin")) {
-            g_autofree char *cpuset = prop(c, "cpuset");
-
-            if (d->emulatorpin != NULL) {
-                g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": more than one <emulatorpin>");
-                return false;
-            }
-            if (cpuset == NULL) {
-                g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                            WHAT ": <emulatorpin> needs a cpuset attribute");
-                return false;
-            }
-            d->emulatorpin = parse_cpuset("<emulatorpin cpuset>", cpuset, error);
-            if (d->emulatorpin == NULL)
-                return false;
-        }
+        if (is_element(c, "vcpupin") && !parse_vcpupin(c, d, error))
+            return false;
+        if (is_element(c, "emulatorpin") && !parse_emulatorpin(c, d, error))
+            return false;
+        if (is_element(c, "iothreadpin") && !parse_iothreadpin(c, d, positions, error))
+            return false;
     }
+    return true;
+}
+
+static bool add_iothread_id(SaDomainXml *d, GHashTable *taken, guint id, GError **error)
+{
+    if (!g_hash_table_add(taken, GUINT_TO_POINTER(id))) {
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": more than one <iothread> with id %u",
+                    id);
+        return false;
+    }
+    if (d->iothread_ids->len >= SA_DOMAIN_MAX_IOTHREADS) {
+        g_set_error(error, SA_ERROR, SA_ERROR_RANGE, WHAT ": more than %d I/O threads",
+                    SA_DOMAIN_MAX_IOTHREADS);
+        return false;
+    }
+    g_array_append_val(d->iothread_ids, id);
+    return true;
+}
+
+/* <iothreads>N</iothreads> and <iothreadids><iothread id/>: the ids listed, then (when N is
+ * larger) the lowest ids not taken, from 1, as libvirt numbers them. */
+static bool parse_iothreads(const xmlNode *root, SaDomainXml *d, GError **error)
+{
+    const xmlNode *n = child(root, "iothreads");
+    const xmlNode *ids = child(root, "iothreadids");
+    guint64 count = 0;
+
+    if (n != NULL) {
+        g_autofree char *value = text(n);
+        if (!parse_uint("<iothreads>", value, 0, SA_DOMAIN_MAX_IOTHREADS, &count, error))
+            return false;
+    }
+    g_autoptr(GHashTable) taken = g_hash_table_new(NULL, NULL);
+    d->iothread_ids = g_array_new(FALSE, FALSE, sizeof(guint));
+    for (const xmlNode *c = ids != NULL ? ids->children : NULL; c != NULL; c = c->next) {
+        if (!is_element(c, "iothread"))
+            continue;
+        g_autofree char *id = prop(c, "id");
+        guint64 v = 0;
+        if (id == NULL) {
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": <iothread> needs an id attribute");
+            return false;
+        }
+        if (!parse_uint("<iothread id>", id, 1, G_MAXUINT, &v, error) ||
+            !add_iothread_id(d, taken, (guint)v, error))
+            return false;
+    }
+    for (guint id = 1; d->iothread_ids->len < count; id++)
+        if (!g_hash_table_contains(taken, GUINT_TO_POINTER(id)) &&
+            !add_iothread_id(d, taken, id, error))
+            return false;
+    if (d->iothread_ids->len == 0) {
+        g_clear_pointer(&d->iothread_ids, g_array_unref);
+        return true;
+    }
+    d->iothreadpin = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    g_ptr_array_set_size(d->iothreadpin, (gint)d->iothread_ids->len);
     return true;
 }
 
@@ -331,6 +441,9 @@ SaDomainXml *sa_domain_xml_parse(const char *xml, gsize len, GError **error)
             return NULL;
     }
 
+    /* The I/O threads first: <iothreadpin> refers to them. */
+    if (!parse_iothreads(root, d, error))
+        return NULL;
     if ((n = child(root, "cputune")) != NULL && !parse_cputune(n, d, error))
         return NULL;
 

@@ -48,6 +48,11 @@ typedef struct {
     GPtrArray *vcpupin;     /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
                                for vCPUs without one; NULL when there is no <vcpupin> */
     SaCpuSet *emulatorpin;  /* <cputune><emulatorpin cpuset>, NULL when absent */
+    GArray *iothread_ids;   /* guint: the I/O thread ids, from <iothreadids>, else (and for
+                               the rest of <iothreads>N) the lowest ids not taken, from 1 as
+                               libvirt numbers them; NULL when the domain has no I/O thread */
+    GPtrArray *iothreadpin; /* SaCpuSet* per entry of iothread_ids from <cputune><iothreadpin>
+                               (NULL entries: not pinned); NULL exactly when iothread_ids is */
     bool has_metadata;      /* a softaff element was present */
     SaMetadata metadata;    /* valid only when has_metadata and metadata_error == NULL */
     GError *metadata_error; /* the softaff element was present but invalid */

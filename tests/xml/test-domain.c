@@ -94,6 +94,8 @@ static void test_plain(void)
     g_assert_null(d->vcpu_cpuset);
     g_assert_null(d->vcpupin);
     g_assert_null(d->emulatorpin);
+    g_assert_null(d->iothread_ids);
+    g_assert_null(d->iothreadpin);
     g_assert_false(d->has_metadata);
     g_assert_null(d->metadata_error);
     g_assert_cmpint(d->metadata.mode, ==, SA_MODE_SOFT);
@@ -286,6 +288,89 @@ static void test_cpusets(void)
                       "domain XML: <emulatorpin> needs a cpuset attribute");
 }
 
+/* ids as a comma-separated list, for comparing. */
+static char *format_ids(const GArray *ids)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; ids != NULL && i < ids->len; i++)
+        g_string_append_printf(s, "%s%u", i > 0 ? "," : "", g_array_index(ids, guint, i));
+    return g_string_free(s, FALSE);
+}
+
+static void assert_iothread_ids(const char *inner, const char *expected)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(inner, &error);
+
+    g_test_message("%s", inner);
+    g_assert_no_error(error);
+    g_autofree char *ids = format_ids(d->iothread_ids);
+    g_assert_cmpstr(ids, ==, expected);
+    if (expected[0] == '\0') {
+        g_assert_null(d->iothread_ids);
+        g_assert_null(d->iothreadpin);
+    } else {
+        g_assert_nonnull(d->iothreadpin);
+        g_assert_cmpuint(d->iothreadpin->len, ==, d->iothread_ids->len);
+    }
+}
+
+/* I/O thread ids as libvirt numbers them, and their pins. */
+static void test_iothreads(void)
+{
+    assert_iothread_ids("<vcpu>1</vcpu>", "");
+    assert_iothread_ids("<vcpu>1</vcpu><iothreads>0</iothreads>", "");
+    assert_iothread_ids("<vcpu>1</vcpu><iothreads>3</iothreads>", "1,2,3");
+    /* Listed ids first, then the lowest free ones (what libvirt's test driver reports for the
+     * same definition: 2, 7, 1, 3). */
+    assert_iothread_ids("<vcpu>1</vcpu><iothreads>4</iothreads><iothreadids><iothread id='2'/>"
+                        "<iothread id='7'/></iothreadids>",
+                        "2,7,1,3");
+    /* More ids than <iothreads> says, or no <iothreads>: every listed id counts. */
+    assert_iothread_ids("<vcpu>1</vcpu><iothreads>1</iothreads><iothreadids><iothread id='5'/>"
+                        "<iothread id='6'/></iothreadids>",
+                        "5,6");
+    assert_iothread_ids("<vcpu>1</vcpu><iothreadids><iothread id='9'/></iothreadids>", "9");
+
+    /* Pins, whatever the element order; a pin for an unknown I/O thread is left out. */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d =
+        parse_inner("<vcpu>2</vcpu><cputune><iothreadpin iothread='3' cpuset='4-5'/>"
+                    "<iothreadpin iothread='8' cpuset='1'/><emulatorpin cpuset='0'/></cputune>"
+                    "<iothreads>3</iothreads><iothreadids><iothread id='3'/></iothreadids>",
+                    &error);
+    g_assert_no_error(error);
+    g_autofree char *ids = format_ids(d->iothread_ids);
+    g_assert_cmpstr(ids, ==, "3,1,2");
+    assert_cpuset(g_ptr_array_index(d->iothreadpin, 0), "4-5");
+    g_assert_null(g_ptr_array_index(d->iothreadpin, 1));
+    g_assert_null(g_ptr_array_index(d->iothreadpin, 2));
+    assert_cpuset(d->emulatorpin, "0");
+
+    parse_inner_fails("<vcpu>1</vcpu><iothreads>two</iothreads>", SA_ERROR_PARSE,
+                      "domain XML: <iothreads> \"two\" is not a plain decimal number (allowed: "
+                      "0-16384)");
+    parse_inner_fails("<vcpu>1</vcpu><iothreads>16385</iothreads>", SA_ERROR_RANGE, NULL);
+    parse_inner_fails("<vcpu>1</vcpu><iothreadids><iothread id='0'/></iothreadids>", SA_ERROR_RANGE,
+                      "domain XML: <iothread id> \"0\" is out of range (allowed: 1-4294967295)");
+    parse_inner_fails("<vcpu>1</vcpu><iothreadids><iothread/></iothreadids>", SA_ERROR_PARSE,
+                      "domain XML: <iothread> needs an id attribute");
+    parse_inner_fails("<vcpu>1</vcpu><iothreadids><iothread id='2'/><iothread id='2'/>"
+                      "</iothreadids>",
+                      SA_ERROR_PARSE, "domain XML: more than one <iothread> with id 2");
+    parse_inner_fails("<vcpu>1</vcpu><iothreads>1</iothreads><cputune><iothreadpin "
+                      "iothread='1' cpuset='1'/><iothreadpin iothread='1' cpuset='2'/></cputune>",
+                      SA_ERROR_PARSE, "domain XML: more than one <iothreadpin> for iothread 1");
+    parse_inner_fails("<vcpu>1</vcpu><iothreads>1</iothreads><cputune><iothreadpin "
+                      "iothread='1'/></cputune>",
+                      SA_ERROR_PARSE,
+                      "domain XML: <iothreadpin> needs both iothread and cpuset attributes");
+    parse_inner_fails("<vcpu>1</vcpu><iothreads>1</iothreads><cputune><iothreadpin "
+                      "iothread='1' cpuset='x'/></cputune>",
+                      SA_ERROR_PARSE, NULL);
+}
+
 static void test_invalid_documents(void)
 {
     static const struct {
@@ -380,6 +465,7 @@ int main(int argc, char **argv)
     g_test_add_func("/domain/memory-units", test_memory_units);
     g_test_add_func("/domain/vcpu", test_vcpu);
     g_test_add_func("/domain/cpusets", test_cpusets);
+    g_test_add_func("/domain/iothreads", test_iothreads);
     g_test_add_func("/domain/invalid", test_invalid_documents);
     g_test_add_func("/domain/utf8-name-default-ns", test_utf8_name_and_default_ns);
 
