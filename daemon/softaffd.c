@@ -36,6 +36,9 @@ typedef struct {
     char *config_path;
 } Options;
 
+/* --once waits this long for libvirt. */
+#define ONCE_CONNECT_TIMEOUT_US (10 * G_USEC_PER_SEC)
+
 static gboolean opt_verbose;
 static gboolean opt_use_syslog;
 
@@ -274,9 +277,16 @@ static void run_for(App *app, guint ms)
 static int run_once(App *app)
 {
     const SaConfig *c = sa_core_config(app->core);
-    if (app->lv && !sa_libvirt_connect(app->lv)) {
-        fprintf(stderr, "softaffd: --once: cannot connect to %s\n", c->uri);
-        return 1;
+    if (app->lv) {
+        /* The connection opens on a thread: wait for it, then for the discoveries. */
+        sa_libvirt_connect(app->lv);
+        gint64 until = g_get_monotonic_time() + ONCE_CONNECT_TIMEOUT_US;
+        while (!sa_libvirt_is_connected(app->lv) && g_get_monotonic_time() < until)
+            run_for(app, 20);
+        if (!sa_libvirt_is_connected(app->lv)) {
+            fprintf(stderr, "softaffd: --once: cannot connect to %s\n", c->uri);
+            return 1;
+        }
     }
     if (app->qmp) {
         sa_qmp_start(app->qmp);

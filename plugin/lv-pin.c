@@ -136,6 +136,7 @@ static void lv_threads_lost(gpointer handle)
 
 const SaBackendOps lv_backend_ops = {
     .name = "libvirt",
+    .settings_name = "softaff metadata",
     .pin = lv_pin,
     .restore = lv_restore,
     .write_assigned = lv_write_assigned,

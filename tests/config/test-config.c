@@ -65,6 +65,8 @@ static void assert_defaults(const SaConfig *cfg)
     g_assert_cmpstr(cfg->uri, ==, "qemu:///system");
     g_assert_cmpstr(cfg->socket, ==, "/run/softaff/softaffd.sock");
     g_assert_cmpint(cfg->backend, ==, SA_BACKEND_LIBVIRT);
+    g_assert_cmpuint(cfg->command_timeout_ms, ==, 2000);
+    g_assert_cmpuint(cfg->stop_timeout_ms, ==, 5000);
     g_assert_cmpint(cfg->layout, ==, SA_LAYOUT_NODE);
     g_assert_null(cfg->custom);
     g_assert_cmpuint(cfg->policy.softness, ==, policy.softness);
@@ -116,6 +118,8 @@ static void test_every_key(Fixture *f, gconstpointer data)
     g_assert_cmpstr(cfg->uri, ==, "qemu+ssh://host/system");
     g_assert_cmpstr(cfg->socket, ==, "/tmp/softaff test.sock");
     g_assert_cmpint(cfg->backend, ==, SA_BACKEND_BOTH);
+    g_assert_cmpuint(cfg->command_timeout_ms, ==, 750);
+    g_assert_cmpuint(cfg->stop_timeout_ms, ==, 0);
     g_assert_cmpint(cfg->layout, ==, SA_LAYOUT_CUSTOM);
     g_assert_cmpstr(cfg->custom, ==, "0-3;4-5,7;8-15");
     g_assert_cmpuint(cfg->policy.softness, ==, 75);
@@ -151,6 +155,8 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "#uri=qemu:///system",
         "#socket=/run/softaff/softaffd.sock",
         "#backend=libvirt",
+        "#command_timeout_ms=2000",
+        "#stop_timeout_ms=5000",
         "[partitions]",
         "#layout=node",
         "#custom=",
@@ -294,7 +300,13 @@ static const struct {
      "smoothing, max_holdoff_ms)"},
     {"[daemon]\nlayout=node\n", SA_ERROR_CONFIG,
      "@: [daemon] layout=node: unknown key (known in [daemon]: interval_ms, uri, socket, "
-     "backend)"},
+     "backend, command_timeout_ms, stop_timeout_ms)"},
+    {"[daemon]\ncommand_timeout_ms=50\n", SA_ERROR_CONFIG,
+     "@: [daemon] command_timeout_ms=50: out of range (allowed: 100-60000)"},
+    {"[daemon]\nstop_timeout_ms=60001\n", SA_ERROR_CONFIG,
+     "@: [daemon] stop_timeout_ms=60001: out of range (allowed: 0-60000)"},
+    {"[daemon]\nstop_timeout_ms=5s\n", SA_ERROR_CONFIG,
+     "@: [daemon] stop_timeout_ms=5s: not a whole number 0-60000"},
     {"[policy]\nsoftness=1\nsoftness=2\n", SA_ERROR_CONFIG,
      "@: [policy] softness=2: key given more than once in [policy]"},
     /* not a key file */
