@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench-util.h"
 #include "sa-policy.h"
 #include "sa-sampler.h"
 
@@ -80,16 +81,6 @@ static SaTopology *make_topology(void)
     return topo;
 }
 
-static double load_class(GRand *rand)
-{
-    double r = g_rand_double(rand);
-    if (r < 0.02)
-        return 1.0; /* busy */
-    if (r < 0.10)
-        return 0.2 + 0.2 * g_rand_double(rand); /* medium */
-    return 0.01 + 0.02 * g_rand_double(rand);   /* idle */
-}
-
 /* The kernel stand-in: each vCPU runs on a CPU of its VM's set (spread by vCPU number and
  * moving now and then); a CPU with more demand than 1 shares it in proportion. */
 static void simulate(BenchVm *vms, double *busy, guint tick)
@@ -137,19 +128,6 @@ static double thread_cpu_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double percentile(double *v, guint n, double p)
-{
-    qsort(v, n, sizeof *v, compare_double);
-    guint k = (guint)(p * (n - 1) + 0.5);
-    return v[MIN(k, n - 1)];
-}
-
 static char *synthetic_proc_stat(void)
 {
     GString *s = g_string_new(NULL);
@@ -186,7 +164,7 @@ static PolicyResult run_policy(guint ticks, guint warmup, double hot)
         vms[i].vm.allowed = topo->online;
         vms[i].vm.memory_bytes = G_GUINT64_CONSTANT(4) << 30;
         vms[i].vm.preferred = i < hot * N_VMS ? 0 : -1;
-        double l = load_class(rand);
+        double l = bench_load_class(rand);
         for (guint v = 0; v < VCPUS; v++)
             vms[i].load[v] = l;
         pvms[i] = &vms[i].vm;
@@ -212,7 +190,7 @@ static PolicyResult run_policy(guint ticks, guint warmup, double hot)
             if (t % 4 == 0) {
                 for (guint k = 0; k < N_VMS / 100; k++) {
                     BenchVm *b = &vms[g_rand_int_range(rand, 0, N_VMS)];
-                    double l = load_class(rand);
+                    double l = bench_load_class(rand);
                     for (guint v = 0; v < VCPUS; v++)
                         b->load[v] = l;
                 }
@@ -243,8 +221,8 @@ static PolicyResult run_policy(guint ticks, guint warmup, double hot)
         sa_policy_vm_clear(&vms[i].vm);
         g_free(names[i]);
     }
-    r.median = percentile(times, ticks, 0.5);
-    r.p95 = percentile(times, ticks, 0.95);
+    r.median = bench_percentile(times, ticks, 0.5);
+    r.p95 = bench_percentile(times, ticks, 0.95);
     r.max = times[ticks - 1];
     r.host_load = host_busy / ((double)ticks * N_CPUS);
     g_free(names);
@@ -312,8 +290,8 @@ int main(int argc, char **argv)
         }
         ptimes[k] = t1 - t0;
     }
-    double pmedian = percentile(ptimes, (guint)parses, 0.5);
-    double pp95 = percentile(ptimes, (guint)parses, 0.95);
+    double pmedian = bench_percentile(ptimes, (guint)parses, 0.5);
+    double pp95 = bench_percentile(ptimes, (guint)parses, 0.95);
     printf("procstat parse (%d CPUs, %zu bytes):\n", N_CPUS, stat_len);
     printf("  median %7.1f us   p95 %7.1f us   (part of the sampling + policy + apply budget of "
            "20 ms a tick)\n",

@@ -45,6 +45,7 @@
 #include "fake-host.h"
 #include "recorder.h"
 #include "sa-config.h"
+#include "bench-util.h"
 #include "sa-policy.h"
 #include "sa-sampler.h"
 #include "sa-topology.h"
@@ -122,16 +123,6 @@ typedef struct {
 
 static Bench bench;
 
-static double load_class(GRand *rand)
-{
-    double r = g_rand_double(rand);
-    if (r < 0.02)
-        return 1.0; /* busy */
-    if (r < 0.10)
-        return 0.2 + 0.2 * g_rand_double(rand); /* medium */
-    return 0.01 + 0.02 * g_rand_double(rand);   /* idle */
-}
-
 /* What the recorder last pinned for b, parsed again only when it changed. */
 static void update_given(BenchVm *b)
 {
@@ -190,20 +181,6 @@ static void simulate(guint tick, double dt_ns)
 
 /* ---- statistics ---- */
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double percentile(const double *v, guint n, double p)
-{
-    g_autofree double *s = g_memdup2(v, sizeof(double) * n);
-    qsort(s, n, sizeof *s, compare_double);
-    guint k = (guint)(p * (n - 1) + 0.5);
-    return s[MIN(k, n - 1)];
-}
-
 static long rss_kib(const char *key)
 {
     g_autofree char *text = NULL;
@@ -232,7 +209,7 @@ static void make_vms(void)
     for (guint i = 0; i < bench.n_vms; i++) {
         BenchVm *b = &bench.vms[i];
         b->pid = PID_BASE + (pid_t)(i * PID_STRIDE);
-        double l = load_class(bench.rand);
+        double l = bench_load_class(bench.rand);
         for (guint v = 0; v < VCPUS; v++) {
             b->load[v] = l;
             b->run_ns[v] = 1e9 + i * 1e6;
@@ -286,7 +263,7 @@ static void between_ticks(guint t, guint interval_ms, gint64 *next_tick, gint64 
         /* 1% of the VMs change their load class. */
         for (guint k = 0; k < bench.n_vms / 100; k++) {
             BenchVm *b = &bench.vms[g_rand_int_range(bench.rand, 0, (gint32)bench.n_vms)];
-            double l = load_class(bench.rand);
+            double l = bench_load_class(bench.rand);
             for (guint v = 0; v < VCPUS; v++)
                 b->load[v] = l;
         }
@@ -361,11 +338,11 @@ static void print_result(const char *what, const TickResult *r, guint ticks, gui
 static void summarize(double *const series[6], guint ticks, TickResult *r)
 {
     for (guint s = 0; s < 5; s++) {
-        r->total[s][0] = percentile(series[s], ticks, 0.5);
-        r->total[s][1] = percentile(series[s], ticks, 0.95);
-        r->total[s][2] = percentile(series[s], ticks, 1.0);
+        r->total[s][0] = bench_percentile(series[s], ticks, 0.5);
+        r->total[s][1] = bench_percentile(series[s], ticks, 0.95);
+        r->total[s][2] = bench_percentile(series[s], ticks, 1.0);
     }
-    r->daemon_ms = percentile(series[5], ticks, 0.5);
+    r->daemon_ms = bench_percentile(series[5], ticks, 0.5);
 }
 
 static bool run_scenario(const char *what, double hot, guint ticks, guint warmup, guint interval_ms,

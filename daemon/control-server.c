@@ -40,21 +40,9 @@ struct SaControl {
     gpointer action_data;
 };
 
-static char *to_line(json_object *o)
-{
-    char *line = g_strdup_printf(
-        "%s\n",
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(o);
-    return line;
-}
-
 static char *error_reply(const char *message)
 {
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "ok", json_object_new_boolean(0));
-    json_object_object_add(o, "error", json_object_new_string(message));
-    return to_line(o);
+    return sa_core_error_json(message);
 }
 
 static void client_free(Client *c)

@@ -176,5 +176,7 @@ void sa_decision_free(gpointer decision);
 /* ---- status.c (the control socket's replies) ---- */
 char *sa_core_status_json(SaCore *core);
 char *sa_core_show_json(SaCore *core, const char *domain, GError **error);
+/* {"ok":false,"error":message}, one line. */
+char *sa_core_error_json(const char *message);
 
 G_END_DECLS

@@ -33,6 +33,14 @@ static char *to_line(json_object *o)
     return line;
 }
 
+char *sa_core_error_json(const char *message)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "ok", json_object_new_boolean(0));
+    json_object_object_add(o, "error", json_object_new_string(message));
+    return to_line(o);
+}
+
 /* home, burst, stalled, unmanaged, invalid, managed (not placed yet) */
 static const char *vm_state(const SaVm *vm)
 {
