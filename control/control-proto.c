@@ -36,7 +36,9 @@ void sa_control_request_free(SaControlRequest *req)
     g_free(req);
 }
 
-static bool lookup_name(const char *const *names, guint n, const char *text, int *out)
+/* The index of text in names; else an error naming the known ones ("unknown command ..."). */
+static bool lookup_name(const char *const *names, guint n, const char *kind, const char *text,
+                        int *out, GError **error)
 {
     for (guint i = 0; i < n; i++) {
         if (g_str_equal(names[i], text)) {
@@ -44,6 +46,11 @@ static bool lookup_name(const char *const *names, guint n, const char *text, int
             return true;
         }
     }
+    g_autoptr(GString) known = g_string_new(NULL);
+    for (guint i = 0; i < n; i++)
+        g_string_append_printf(known, "%s%s", i ? ", " : "", names[i]);
+    g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "unknown %s \"%s\" (known: %s)", kind, text,
+                known->str);
     return false;
 }
 
@@ -121,11 +128,8 @@ static bool parse_command(json_object *root, SaControlCommand *out, GError **err
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request has no \"command\"");
         return false;
     }
-    if (!lookup_name(command_names, G_N_ELEMENTS(command_names), command, &c)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                    "unknown command \"%s\" (known: status, show, vm-event, reload)", command);
+    if (!lookup_name(command_names, G_N_ELEMENTS(command_names), "command", command, &c, error))
         return false;
-    }
     *out = (SaControlCommand)c;
     return true;
 }
@@ -145,39 +149,43 @@ static bool member_allowed(SaControlCommand command, const char *key)
 /* Members a command does not take are errors, like unknown ones. */
 static bool check_members(json_object *root, SaControlCommand command, GError **error)
 {
-    json_object_object_foreach(root, key, val)
+    struct json_object_iter it;
+
+    /* The C99 iterator: json_object_object_foreach() is a GNU statement expression. */
+    json_object_object_foreachC(root, it)
     {
-        (void)val;
-        if (!member_allowed(command, key)) {
+        if (!member_allowed(command, it.key)) {
             g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" takes no member \"%.64s\"",
-                        sa_control_command_to_string(command), key);
+                        sa_control_command_to_string(command), it.key);
             return false;
         }
     }
     return true;
 }
 
+/* Whether a member the command needs is there; else an error naming both. */
+static bool needs(bool present, const char *command, const char *member, GError **error)
+{
+    if (!present)
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" needs \"%s\"", command,
+                    member);
+    return present;
+}
+
 /* The members the command needs: "domain" for show and vm-event, a known "event" for vm-event. */
 static bool check_needed(SaControlRequest *req, const char *event, GError **error)
 {
     const char *command = sa_control_command_to_string(req->command);
+    bool takes_domain = req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT;
     int e;
 
-    if ((req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT) && !req->domain) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" needs \"domain\"", command);
+    if (takes_domain && !needs(req->domain != NULL, command, "domain", error))
         return false;
-    }
     if (req->command != SA_CONTROL_VM_EVENT)
         return true;
-    if (!event) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"vm-event\" needs \"event\"");
+    if (!needs(event != NULL, command, "event", error) ||
+        !lookup_name(event_names, G_N_ELEMENTS(event_names), "event", event, &e, error))
         return false;
-    }
-    if (!lookup_name(event_names, G_N_ELEMENTS(event_names), event, &e)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                    "unknown event \"%s\" (known: prepare, started, stopped, release)", event);
-        return false;
-    }
     req->event = (SaVmEvent)e;
     return true;
 }

@@ -1,19 +1,16 @@
 /* softaffctl — commands that ask softaffd: status, show, top. */
 #define G_LOG_DOMAIN "softaffctl"
 
-#include <errno.h>
 #include <glib-unix.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "ctl.h"
 #include "sa-config-defs.h"
-#include "sa-error.h"
+#include "sa-control-client.h"
 
 #define REQUEST_TIMEOUT_MS 5000
 
@@ -57,75 +54,22 @@ static char *socket_path(const DaemonOptions *o, GError **error)
     return g_strdup(cfg->socket);
 }
 
-/* Sends one request, returns the reply object. SA_ERROR_NOT_FOUND when nobody listens. */
+/* Sends one request, returns the reply object ({"ok":true,...}). */
 static json_object *request(const char *path, const SaControlRequest *req, GError **error)
 {
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "socket path %s is too long", path);
-        return NULL;
-    }
-    strcpy(addr.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
-                    "softaffd is not reachable on %s: %s (is it running?)", path, g_strerror(e));
-        return NULL;
-    }
-    g_autofree char *line = sa_control_request_format(req);
-    if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
-        g_set_error(error, SA_ERROR, SA_ERROR_IO, "writing to %s: %s", path, g_strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    g_autoptr(GString) buf = g_string_new(NULL);
-    gint64 deadline = g_get_monotonic_time() + REQUEST_TIMEOUT_MS * 1000;
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int left = (int)((deadline - g_get_monotonic_time()) / 1000);
-        if (left <= 0 || poll(&p, 1, left) <= 0) {
-            g_set_error(error, SA_ERROR, SA_ERROR_IO, "no reply from softaffd on %s within %d ms",
-                        path, REQUEST_TIMEOUT_MS);
-            close(fd);
-            return NULL;
-        }
-        char chunk[65536];
-        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        g_string_append_len(buf, chunk, n);
-        if (buf->len > SA_CONTROL_MAX_REPLY)
-            break;
-    }
-    close(fd);
-    json_object *reply = json_tokener_parse(buf->str);
-    if (!reply || !json_object_is_type(reply, json_type_object)) {
-        json_object_put(reply);
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "softaffd on %s sent a reply that is not JSON",
-                    path);
-        return NULL;
-    }
-    json_object *ok = NULL;
-    if (!json_object_object_get_ex(reply, "ok", &ok) || !json_object_get_boolean(ok)) {
-        json_object *msg = NULL;
-        json_object_object_get_ex(reply, "error", &msg);
-        g_set_error(error, SA_ERROR, SA_ERROR_IO, "softaffd: %s",
-                    msg ? json_object_get_string(msg) : "request failed");
-        json_object_put(reply);
-        return NULL;
-    }
-    return reply;
+    gint64 deadline = g_get_monotonic_time() + REQUEST_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+
+    return sa_control_call(path, req, deadline, SA_CONTROL_MAX_REPLY, error);
 }
 
+/* Prints the error; the exit status tells "softaffd not reachable" (3) from other failures. */
 static int failure(const GError *error)
 {
     fprintf(stderr, "softaffctl: %s\n", error->message);
-    return g_error_matches(error, SA_ERROR, SA_ERROR_NOT_FOUND) ? SA_CTL_NO_DAEMON : SA_CTL_FAILED;
+    if (g_error_matches(error, SA_CONTROL_CLIENT_ERROR, SA_CONTROL_CLIENT_ERROR_NO_DAEMON) ||
+        g_error_matches(error, SA_CONTROL_CLIENT_ERROR, SA_CONTROL_CLIENT_ERROR_CONNECT))
+        return SA_CTL_NO_DAEMON;
+    return SA_CTL_FAILED;
 }
 
 static const char *str(json_object *o, const char *key)

@@ -116,7 +116,8 @@ static void check_good(const GoodCase *c)
 static void test_good(void)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(good_cases); i++) {
-        g_test_message("good case %" G_GSIZE_FORMAT ": %s", i, good_cases[i].line);
+        g_autofree char *shown = g_strescape(good_cases[i].line, NULL);
+        g_test_message("good case %" G_GSIZE_FORMAT ": %s", i, shown);
         check_good(&good_cases[i]);
     }
 }
@@ -139,7 +140,8 @@ static void check_bad(const BadCase *c)
 static void test_bad(void)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
-        g_test_message("bad case %" G_GSIZE_FORMAT ": %s", i, bad_cases[i].line);
+        g_autofree char *shown = g_strescape(bad_cases[i].line, NULL);
+        g_test_message("bad case %" G_GSIZE_FORMAT ": %s", i, shown);
         check_bad(&bad_cases[i]);
     }
 }
