@@ -47,22 +47,23 @@ static bool read_current(virDomainPtr dom, unsigned int flags, SaMetadata *md, G
     return ok;
 }
 
+/* The options of set; the strings are the command line's, owned. */
 typedef struct {
-    char *config_path;
-    char *uri;
-    char *mode;
-    char *preferred;
-    gint softness;
+    gint softness; /* -1: not given */
     gboolean live;
     gboolean config;
+    char *mode;
+    char *preferred;
+    char *uri;
+    char *config_path;
 } SetOptions;
 
 static void set_options_clear(SetOptions *o)
 {
-    g_free(o->config_path);
-    g_free(o->uri);
-    g_free(o->mode);
-    g_free(o->preferred);
+    char **owned[] = {&o->mode, &o->preferred, &o->uri, &o->config_path};
+
+    for (guint i = 0; i < G_N_ELEMENTS(owned); i++)
+        g_clear_pointer(owned[i], g_free);
 }
 
 static GOptionContext *set_context(SetOptions *o)

@@ -158,6 +158,22 @@ static void print_json(json_object *root)
     json_object_put(root);
 }
 
+/* Adds the common options and extra to ctx, parses the command line of command (which takes no
+ * argument); SA_CTL_OK or the usage error's status. */
+static int parse_host_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+                              const GOptionEntry *extra, const char *command)
+{
+    g_autoptr(GError) error = NULL;
+
+    g_option_context_add_main_entries(ctx, common_entries(o), NULL);
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    if (!g_option_context_parse(ctx, argc, argv, &error))
+        return usage_error(ctx, "%s", error->message);
+    if (*argc > 1)
+        return usage_error(ctx, "%s: unexpected argument '%s'", command, (*argv)[1]);
+    return EXIT_OK;
+}
+
 /* Parses the command line of partitions; SA_CTL_OK or the usage error's status. */
 static int parse_partitions_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
                                     gint *interval_ms)
@@ -167,17 +183,11 @@ static int parse_partitions_command(GOptionContext *ctx, int *argc, char ***argv
          "Utilization sampling interval (default 250)", "MS"},
         G_OPTION_ENTRY_NULL,
     };
-    g_autoptr(GError) error = NULL;
+    int rc = parse_host_command(ctx, argc, argv, o, extra, "partitions");
 
-    g_option_context_add_main_entries(ctx, common_entries(o), NULL);
-    g_option_context_add_main_entries(ctx, extra, NULL);
-    if (!g_option_context_parse(ctx, argc, argv, &error))
-        return usage_error(ctx, "%s", error->message);
-    if (*argc > 1)
-        return usage_error(ctx, "partitions: unexpected argument '%s'", (*argv)[1]);
-    if (*interval_ms < 10 || *interval_ms > 60000)
-        return usage_error(ctx, "--interval-ms %d: allowed 10-60000", *interval_ms);
-    return EXIT_OK;
+    if (rc == EXIT_OK && (*interval_ms < 10 || *interval_ms > 60000))
+        rc = usage_error(ctx, "--interval-ms %d: allowed 10-60000", *interval_ms);
+    return rc;
 }
 
 static json_object *partition_json(const SaTopology *topo, guint i, double busy)
@@ -331,13 +341,10 @@ static int parse_advise_command(GOptionContext *ctx, int *argc, char ***argv, Co
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GError) error = NULL;
+    int rc = parse_host_command(ctx, argc, argv, o, extra, "advise");
 
-    g_option_context_add_main_entries(ctx, common_entries(o), NULL);
-    g_option_context_add_main_entries(ctx, extra, NULL);
-    if (!g_option_context_parse(ctx, argc, argv, &error))
-        return usage_error(ctx, "%s", error->message);
-    if (*argc > 1)
-        return usage_error(ctx, "advise: unexpected argument '%s'", (*argv)[1]);
+    if (rc != EXIT_OK)
+        return rc;
     if (a->vcpus <= 0 || a->vcpus > SA_CPUSET_MAX)
         return usage_error(ctx, "--vcpus %d: a VM needs 1-%d vCPUs", a->vcpus, SA_CPUSET_MAX);
     if (a->memory_mib < 0 || a->memory_mib > (G_GINT64_CONSTANT(1) << 40))
