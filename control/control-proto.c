@@ -6,6 +6,7 @@
 #include <json-c/json.h>
 #include <string.h>
 
+#include "control-json.h"
 #include "sa-error.h"
 
 static const char *const command_names[] = {"status", "show", "vm-event", "reload"};
@@ -35,7 +36,9 @@ void sa_control_request_free(SaControlRequest *req)
     g_free(req);
 }
 
-static bool lookup_name(const char *const *names, guint n, const char *text, int *out)
+/* The index of text in names; else an error naming the known ones ("unknown command ..."). */
+static bool lookup_name(const char *const *names, guint n, const char *kind, const char *text,
+                        int *out, GError **error)
 {
     for (guint i = 0; i < n; i++) {
         if (g_str_equal(names[i], text)) {
@@ -43,6 +46,11 @@ static bool lookup_name(const char *const *names, guint n, const char *text, int
             return true;
         }
     }
+    g_autoptr(GString) known = g_string_new(NULL);
+    for (guint i = 0; i < n; i++)
+        g_string_append_printf(known, "%s%s", i ? ", " : "", names[i]);
+    g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "unknown %s \"%s\" (known: %s)", kind, text,
+                known->str);
     return false;
 }
 
@@ -69,22 +77,16 @@ static bool get_string(json_object *obj, const char *key, char **out, GError **e
     return true;
 }
 
-SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **error)
+json_object *sa_control_json_parse(const char *buf, gsize len, const char *what, GError **error)
 {
-    if (len > SA_CONTROL_MAX_REQUEST) {
-        g_set_error(error, SA_ERROR, SA_ERROR_RANGE,
-                    "request of %" G_GSIZE_FORMAT " bytes is larger than the limit of %d", len,
-                    SA_CONTROL_MAX_REQUEST);
-        return NULL;
-    }
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
         len--;
     if (len == 0) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "empty request");
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "empty %s", what);
         return NULL;
     }
     if (memchr(buf, '\0', len)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request contains a NUL byte");
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s contains a NUL byte", what);
         return NULL;
     }
     json_tokener *tok = json_tokener_new_ex(32);
@@ -93,7 +95,7 @@ SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **
     gsize consumed = (gsize)json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
     if (!root || jerr != json_tokener_success) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request is not JSON: %s",
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s is not JSON: %s", what,
                     root ? "incomplete object" : json_tokener_error_desc(jerr));
         json_object_put(root);
         return NULL;
@@ -101,69 +103,119 @@ SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **
     for (gsize i = consumed; i < len; i++) {
         if (!g_ascii_isspace(buf[i])) {
             g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                        "request has trailing data after the JSON object");
+                        "%s has trailing data after the JSON object", what);
             json_object_put(root);
             return NULL;
         }
     }
-    g_autoptr(SaControlRequest) req = g_new0(SaControlRequest, 1);
-    g_autofree char *command = NULL;
-    g_autofree char *event = NULL;
-    bool ok = false;
     if (!json_object_is_type(root, json_type_object)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request must be a JSON object");
-        goto out;
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s must be a JSON object", what);
+        json_object_put(root);
+        return NULL;
     }
+    return root;
+}
+
+/* The "command" member, which must name a known command. */
+static bool parse_command(json_object *root, SaControlCommand *out, GError **error)
+{
+    g_autofree char *command = NULL;
+    int c;
+
     if (!get_string(root, "command", &command, error))
-        goto out;
+        return false;
     if (!command) {
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "request has no \"command\"");
-        goto out;
+        return false;
     }
-    int c;
-    if (!lookup_name(command_names, G_N_ELEMENTS(command_names), command, &c)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                    "unknown command \"%s\" (known: status, show, vm-event, reload)", command);
-        goto out;
-    }
-    req->command = (SaControlCommand)c;
-    if (!get_string(root, "domain", &req->domain, error) ||
-        !get_string(root, "uuid", &req->uuid, error) || !get_string(root, "event", &event, error))
-        goto out;
-    /* Members a command does not take are errors, like unknown ones. */
-    json_object_object_foreach(root, key, val)
+    if (!lookup_name(command_names, G_N_ELEMENTS(command_names), "command", command, &c, error))
+        return false;
+    *out = (SaControlCommand)c;
+    return true;
+}
+
+/* Whether a command takes the member key. */
+static bool member_allowed(SaControlCommand command, const char *key)
+{
+    if (g_str_equal(key, "command"))
+        return true;
+    if (g_str_equal(key, "domain"))
+        return command == SA_CONTROL_SHOW || command == SA_CONTROL_VM_EVENT;
+    if (g_str_equal(key, "uuid") || g_str_equal(key, "event"))
+        return command == SA_CONTROL_VM_EVENT;
+    return false;
+}
+
+/* Members a command does not take are errors, like unknown ones. */
+static bool check_members(json_object *root, SaControlCommand command, GError **error)
+{
+    struct json_object_iter it;
+
+    /* The C99 iterator: json_object_object_foreach() is a GNU statement expression. */
+    json_object_object_foreachC(root, it)
     {
-        (void)val;
-        bool known = g_str_equal(key, "command") ||
-                     (g_str_equal(key, "domain") &&
-                      (req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT)) ||
-                     ((g_str_equal(key, "uuid") || g_str_equal(key, "event")) &&
-                      req->command == SA_CONTROL_VM_EVENT);
-        if (!known) {
+        if (!member_allowed(command, it.key)) {
             g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" takes no member \"%.64s\"",
-                        command, key);
-            goto out;
+                        sa_control_command_to_string(command), it.key);
+            return false;
         }
     }
-    if ((req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT) && !req->domain) {
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" needs \"domain\"", command);
-        goto out;
+    return true;
+}
+
+/* Whether a member the command needs is there; else an error naming both. */
+static bool needs(bool present, const char *command, const char *member, GError **error)
+{
+    if (!present)
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"%s\" needs \"%s\"", command,
+                    member);
+    return present;
+}
+
+/* The members the command needs: "domain" for show and vm-event, a known "event" for vm-event. */
+static bool check_needed(SaControlRequest *req, const char *event, GError **error)
+{
+    const char *command = sa_control_command_to_string(req->command);
+    bool takes_domain = req->command == SA_CONTROL_SHOW || req->command == SA_CONTROL_VM_EVENT;
+    int e;
+
+    if (takes_domain && !needs(req->domain != NULL, command, "domain", error))
+        return false;
+    if (req->command != SA_CONTROL_VM_EVENT)
+        return true;
+    if (!needs(event != NULL, command, "event", error) ||
+        !lookup_name(event_names, G_N_ELEMENTS(event_names), "event", event, &e, error))
+        return false;
+    req->event = (SaVmEvent)e;
+    return true;
+}
+
+/* The request's members, checked in the order the messages promise: the command, the types of
+ * the string members, members the command does not take, members it needs. */
+static bool parse_members(json_object *root, SaControlRequest *req, GError **error)
+{
+    g_autofree char *event = NULL;
+
+    return parse_command(root, &req->command, error) &&
+           get_string(root, "domain", &req->domain, error) &&
+           get_string(root, "uuid", &req->uuid, error) &&
+           get_string(root, "event", &event, error) && check_members(root, req->command, error) &&
+           check_needed(req, event, error);
+}
+
+SaControlRequest *sa_control_request_parse(const char *buf, gsize len, GError **error)
+{
+    if (len > SA_CONTROL_MAX_REQUEST) {
+        g_set_error(error, SA_ERROR, SA_ERROR_RANGE,
+                    "request of %" G_GSIZE_FORMAT " bytes is larger than the limit of %d", len,
+                    SA_CONTROL_MAX_REQUEST);
+        return NULL;
     }
-    if (req->command == SA_CONTROL_VM_EVENT) {
-        int e;
-        if (!event) {
-            g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "command \"vm-event\" needs \"event\"");
-            goto out;
-        }
-        if (!lookup_name(event_names, G_N_ELEMENTS(event_names), event, &e)) {
-            g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
-                        "unknown event \"%s\" (known: prepare, started, stopped, release)", event);
-            goto out;
-        }
-        req->event = (SaVmEvent)e;
-    }
-    ok = true;
-out:
+    json_object *root = sa_control_json_parse(buf, len, "request", error);
+    if (!root)
+        return NULL;
+    g_autoptr(SaControlRequest) req = g_new0(SaControlRequest, 1);
+    bool ok = parse_members(root, req, error);
     json_object_put(root);
     return ok ? g_steal_pointer(&req) : NULL;
 }

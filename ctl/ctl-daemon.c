@@ -1,19 +1,16 @@
 /* softaffctl — commands that ask softaffd: status, show, top. */
 #define G_LOG_DOMAIN "softaffctl"
 
-#include <errno.h>
 #include <glib-unix.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "ctl.h"
 #include "sa-config-defs.h"
-#include "sa-error.h"
+#include "sa-control-client.h"
 
 #define REQUEST_TIMEOUT_MS 5000
 
@@ -57,75 +54,22 @@ static char *socket_path(const DaemonOptions *o, GError **error)
     return g_strdup(cfg->socket);
 }
 
-/* Sends one request, returns the reply object. SA_ERROR_NOT_FOUND when nobody listens. */
+/* Sends one request, returns the reply object ({"ok":true,...}). */
 static json_object *request(const char *path, const SaControlRequest *req, GError **error)
 {
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "socket path %s is too long", path);
-        return NULL;
-    }
-    strcpy(addr.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
-                    "softaffd is not reachable on %s: %s (is it running?)", path, g_strerror(e));
-        return NULL;
-    }
-    g_autofree char *line = sa_control_request_format(req);
-    if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0) {
-        g_set_error(error, SA_ERROR, SA_ERROR_IO, "writing to %s: %s", path, g_strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    g_autoptr(GString) buf = g_string_new(NULL);
-    gint64 deadline = g_get_monotonic_time() + REQUEST_TIMEOUT_MS * 1000;
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int left = (int)((deadline - g_get_monotonic_time()) / 1000);
-        if (left <= 0 || poll(&p, 1, left) <= 0) {
-            g_set_error(error, SA_ERROR, SA_ERROR_IO, "no reply from softaffd on %s within %d ms",
-                        path, REQUEST_TIMEOUT_MS);
-            close(fd);
-            return NULL;
-        }
-        char chunk[65536];
-        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        g_string_append_len(buf, chunk, n);
-        if (buf->len > SA_CONTROL_MAX_REPLY)
-            break;
-    }
-    close(fd);
-    json_object *reply = json_tokener_parse(buf->str);
-    if (!reply || !json_object_is_type(reply, json_type_object)) {
-        json_object_put(reply);
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "softaffd on %s sent a reply that is not JSON",
-                    path);
-        return NULL;
-    }
-    json_object *ok = NULL;
-    if (!json_object_object_get_ex(reply, "ok", &ok) || !json_object_get_boolean(ok)) {
-        json_object *msg = NULL;
-        json_object_object_get_ex(reply, "error", &msg);
-        g_set_error(error, SA_ERROR, SA_ERROR_IO, "softaffd: %s",
-                    msg ? json_object_get_string(msg) : "request failed");
-        json_object_put(reply);
-        return NULL;
-    }
-    return reply;
+    gint64 deadline = g_get_monotonic_time() + REQUEST_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+
+    return sa_control_call(path, req, deadline, SA_CONTROL_MAX_REPLY, error);
 }
 
+/* Prints the error; the exit status tells "softaffd not reachable" (3) from other failures. */
 static int failure(const GError *error)
 {
     fprintf(stderr, "softaffctl: %s\n", error->message);
-    return g_error_matches(error, SA_ERROR, SA_ERROR_NOT_FOUND) ? SA_CTL_NO_DAEMON : SA_CTL_FAILED;
+    if (g_error_matches(error, SA_CONTROL_CLIENT_ERROR, SA_CONTROL_CLIENT_ERROR_NO_DAEMON) ||
+        g_error_matches(error, SA_CONTROL_CLIENT_ERROR, SA_CONTROL_CLIENT_ERROR_CONNECT))
+        return SA_CTL_NO_DAEMON;
+    return SA_CTL_FAILED;
 }
 
 static const char *str(json_object *o, const char *key)
@@ -214,6 +158,45 @@ static void print_partition_table(json_object *parts)
     }
 }
 
+/* The "stalled" member of a VM (a command to its hypervisor missed its deadline), or NULL. */
+static json_object *stalled_of(json_object *vm)
+{
+    json_object *stalled = member(vm, "stalled");
+    return json_object_is_type(stalled, json_type_object) ? stalled : NULL;
+}
+
+/* "stalled: pin command unanswered for 3.2 s", then " (since 2025-06-01T10:00:03Z)" */
+static char *stalled_text(json_object *stalled, bool with_since)
+{
+    g_autofree char *since =
+        with_since ? g_strdup_printf(" (since %s)", str(stalled, "since")) : NULL;
+
+    return g_strdup_printf("stalled: %s command unanswered for %.1f s%s", str(stalled, "command"),
+                           num(stalled, "seconds", 0), since ? since : "");
+}
+
+/* One line for each VM that needs a word after the table: what it is stalled on, why it is
+ * unmanaged or invalid (with_reasons). A blank line before the first. */
+static void print_vm_notes(json_object *vms, bool with_reasons)
+{
+    bool first = true;
+
+    for (size_t i = 0; vms && i < json_object_array_length(vms); i++) {
+        json_object *vm = json_object_array_get_idx(vms, i);
+        const char *state = str(vm, "state");
+        json_object *stalled = stalled_of(vm);
+        g_autofree char *note = NULL;
+        if (stalled)
+            note = stalled_text(stalled, false);
+        else if (with_reasons && (g_str_equal(state, "unmanaged") || g_str_equal(state, "invalid")))
+            note = g_strdup(str(vm, "reason"));
+        if (!note)
+            continue;
+        printf("%s %s: %s\n", first ? "\n" : "", str(vm, "name"), note);
+        first = false;
+    }
+}
+
 static void print_status(json_object *reply)
 {
     json_object *d = member(reply, "daemon");
@@ -223,12 +206,34 @@ static void print_status(json_object *reply)
     print_vm_table(member(reply, "vms"));
     printf("\n");
     print_partition_table(member(reply, "partitions"));
-    json_object *vms = member(reply, "vms");
-    for (size_t i = 0; vms && i < json_object_array_length(vms); i++) {
-        json_object *vm = json_object_array_get_idx(vms, i);
-        const char *state = str(vm, "state");
-        if (g_str_equal(state, "unmanaged") || g_str_equal(state, "invalid"))
-            printf("%s %s: %s\n", i == 0 ? "\n" : "", str(vm, "name"), str(vm, "reason"));
+    print_vm_notes(member(reply, "vms"), true);
+}
+
+static void print_show(json_object *reply)
+{
+    json_object *vm = member(reply, "vm");
+    json_object *stalled = stalled_of(vm);
+    json_object *decisions = member(vm, "decisions");
+
+    printf("%s (%s, backend %s)\n", str(vm, "name"), str(vm, "uuid"), str(vm, "backend"));
+    printf("  state %s, mode %s, preferred %s, home %s, softness %s\n", str(vm, "state"),
+           str(vm, "mode"), str(vm, "preferred"), str(vm, "home"), str(vm, "softness"));
+    printf("  allowed CPUs %s; vCPUs may run on %s; emulator on %s\n", str(vm, "allowed"),
+           str(vm, "vcpus"), str(vm, "emulator"));
+    printf("  home share %.0f%%, bursts %s, retreats %s, run delay %.2f CPUs now\n",
+           100 * num(vm, "home_share", 0), str(vm, "bursts"), str(vm, "retreats"),
+           num(vm, "run_delay_cpus", 0));
+    if (stalled) {
+        g_autofree char *text = stalled_text(stalled, true);
+        printf("  %s\n", text);
+    }
+    if (g_strcmp0(str(vm, "reason"), "-") != 0)
+        printf("  %s\n", str(vm, "reason"));
+    printf("\nrecent decisions:\n");
+    for (size_t i = 0; decisions && i < json_object_array_length(decisions); i++) {
+        json_object *dec = json_object_array_get_idx(decisions, i);
+        printf("  %s  %-5s vCPUs %-9s %s\n", str(dec, "time"), str(dec, "state"), str(dec, "vcpus"),
+               str(dec, "reason"));
     }
 }
 
@@ -244,29 +249,35 @@ static int parse_daemon_command(int *argc, char ***argv, const char *summary, Da
     return SA_CTL_OK;
 }
 
+/* Asks softaffd and prints its reply: as JSON with --json, else with print_text. */
+static int ask(const DaemonOptions *o, const SaControlRequest *req,
+               void (*print_text)(json_object *reply))
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = socket_path(o, &error);
+    json_object *reply = path ? request(path, req, &error) : NULL;
+
+    if (!reply)
+        return failure(error);
+    if (o->json)
+        sa_ctl_print_json(reply);
+    else
+        print_text(reply);
+    json_object_put(reply);
+    return SA_CTL_OK;
+}
+
 int sa_ctl_status(int argc, char **argv)
 {
     DaemonOptions o = {0};
     GOptionContext *ctx = NULL;
+    const SaControlRequest req = {.command = SA_CONTROL_STATUS};
     int rc = parse_daemon_command(&argc, &argv, "- every VM and partition, from softaffd", &o, &ctx,
                                   true);
     if (rc == SA_CTL_OK && argc > 1)
         rc = sa_ctl_usage_error(ctx, "status: unexpected argument '%s'", argv[1]);
-    if (rc == SA_CTL_OK) {
-        g_autoptr(GError) error = NULL;
-        g_autofree char *path = socket_path(&o, &error);
-        SaControlRequest req = {.command = SA_CONTROL_STATUS};
-        json_object *reply = path ? request(path, &req, &error) : NULL;
-        if (!reply) {
-            rc = failure(error);
-        } else {
-            if (o.json)
-                sa_ctl_print_json(reply);
-            else
-                print_status(reply);
-            json_object_put(reply);
-        }
-    }
+    if (rc == SA_CTL_OK)
+        rc = ask(&o, &req, print_status);
     g_option_context_free(ctx);
     daemon_options_clear(&o);
     return rc;
@@ -283,35 +294,8 @@ int sa_ctl_show(int argc, char **argv)
                                 argc < 2 ? "show: which DOMAIN?" : "show: unexpected argument '%s'",
                                 argc < 2 ? "" : argv[2]);
     if (rc == SA_CTL_OK) {
-        g_autoptr(GError) error = NULL;
-        g_autofree char *path = socket_path(&o, &error);
-        SaControlRequest req = {.command = SA_CONTROL_SHOW, .domain = argv[1]};
-        json_object *reply = path ? request(path, &req, &error) : NULL;
-        if (!reply) {
-            rc = failure(error);
-        } else if (o.json) {
-            sa_ctl_print_json(reply);
-        } else {
-            json_object *vm = member(reply, "vm");
-            printf("%s (%s, backend %s)\n", str(vm, "name"), str(vm, "uuid"), str(vm, "backend"));
-            printf("  state %s, mode %s, preferred %s, home %s, softness %s\n", str(vm, "state"),
-                   str(vm, "mode"), str(vm, "preferred"), str(vm, "home"), str(vm, "softness"));
-            printf("  allowed CPUs %s; vCPUs may run on %s; emulator on %s\n", str(vm, "allowed"),
-                   str(vm, "vcpus"), str(vm, "emulator"));
-            printf("  home share %.0f%%, bursts %s, retreats %s, run delay %.2f CPUs now\n",
-                   100 * num(vm, "home_share", 0), str(vm, "bursts"), str(vm, "retreats"),
-                   num(vm, "run_delay_cpus", 0));
-            if (g_strcmp0(str(vm, "reason"), "-") != 0)
-                printf("  %s\n", str(vm, "reason"));
-            json_object *decisions = member(vm, "decisions");
-            printf("\nrecent decisions:\n");
-            for (size_t i = 0; decisions && i < json_object_array_length(decisions); i++) {
-                json_object *dec = json_object_array_get_idx(decisions, i);
-                printf("  %s  %-5s vCPUs %-9s %s\n", str(dec, "time"), str(dec, "state"),
-                       str(dec, "vcpus"), str(dec, "reason"));
-            }
-        }
-        json_object_put(reply);
+        const SaControlRequest req = {.command = SA_CONTROL_SHOW, .domain = argv[1]};
+        rc = ask(&o, &req, print_show);
     }
     g_option_context_free(ctx);
     daemon_options_clear(&o);
@@ -325,6 +309,22 @@ static void on_top_signal(int sig)
     top_stop = 1;
 }
 
+/* A partition in two lines: its CPUs and a utilization bar, then its owners and visitors. */
+static void draw_top_partition(json_object *p)
+{
+    double util = num(p, "utilization", 0);
+    char bar[21];
+    int fill = (int)(util * 20 + 0.5);
+    for (int k = 0; k < 20; k++)
+        bar[k] = k < fill ? '#' : '.';
+    bar[20] = '\0';
+    char homes[256], visitors[256];
+    join_names(member(p, "home_vms"), homes, sizeof(homes));
+    join_names(member(p, "visitor_vms"), visitors, sizeof(visitors));
+    printf("P%-3s CPUs %-12.12s [%s] %3.0f%%\n", str(p, "id"), str(p, "cpus"), bar, 100 * util);
+    printf("     owners %-24.24s visitors %-.30s\n", homes, visitors);
+}
+
 /* One screen: partitions as rows of CPUs with their owners and visitors, then the VMs. */
 static void draw_top(json_object *reply, bool clear)
 {
@@ -336,23 +336,75 @@ static void draw_top(json_object *reply, bool clear)
     printf("softaff top  %s  layout %s  tick %s ms  (q Enter or Ctrl-C quits)\n\n", ts,
            str(d, "layout"), str(d, "interval_ms"));
     json_object *parts = member(reply, "partitions");
-    for (size_t i = 0; parts && i < json_object_array_length(parts); i++) {
-        json_object *p = json_object_array_get_idx(parts, i);
-        double util = num(p, "utilization", 0);
-        char bar[21];
-        int fill = (int)(util * 20 + 0.5);
-        for (int k = 0; k < 20; k++)
-            bar[k] = k < fill ? '#' : '.';
-        bar[20] = '\0';
-        char homes[256], visitors[256];
-        join_names(member(p, "home_vms"), homes, sizeof(homes));
-        join_names(member(p, "visitor_vms"), visitors, sizeof(visitors));
-        printf("P%-3s CPUs %-12.12s [%s] %3.0f%%\n", str(p, "id"), str(p, "cpus"), bar, 100 * util);
-        printf("     owners %-24.24s visitors %-.30s\n", homes, visitors);
-    }
+    for (size_t i = 0; parts && i < json_object_array_length(parts); i++)
+        draw_top_partition(json_object_array_get_idx(parts, i));
     printf("\n");
     print_vm_table(member(reply, "vms"));
+    print_vm_notes(member(reply, "vms"), false);
     fflush(stdout);
+}
+
+/* Parses the command line of top; SA_CTL_OK or the usage error's status. */
+static int parse_top_command(GOptionContext *ctx, int *argc, char ***argv, DaemonOptions *o,
+                             gint *interval_ms, gint *iterations)
+{
+    GOptionEntry extra[] = {
+        {"interval-ms", 'i', 0, G_OPTION_ARG_INT, interval_ms,
+         "Refresh interval (default: the daemon's tick)", "MS"},
+        {"iterations", 'n', 0, G_OPTION_ARG_INT, iterations,
+         "Stop after N screens (default: until interrupted)", "N"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GError) error = NULL;
+
+    add_daemon_entries(ctx, o, false);
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    if (!g_option_context_parse(ctx, argc, argv, &error))
+        return sa_ctl_usage_error(ctx, "%s", error->message);
+    if (*argc > 1 || *interval_ms < 0 || *interval_ms > 60000 || *iterations < 0)
+        return sa_ctl_usage_error(ctx,
+                                  *argc > 1 ? "top: unexpected argument '%s'"
+                                            : "top: --interval-ms 0-60000, --iterations >= 0%s",
+                                  *argc > 1 ? (*argv)[1] : "");
+    return SA_CTL_OK;
+}
+
+/* Waits wait_ms before the next screen; false when the user typed q (then Enter). */
+static bool wait_next_screen(int wait_ms, bool tty)
+{
+    char c;
+
+    if (!tty)
+        printf("\n");
+    if (!isatty(STDIN_FILENO)) {
+        g_usleep((gulong)wait_ms * 1000);
+        return true;
+    }
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    return !(poll(&p, 1, wait_ms) > 0 && read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'));
+}
+
+/* Screens until interrupted, q, or iterations (0: no end). */
+static int run_top(const char *path, gint interval_ms, gint iterations)
+{
+    const SaControlRequest req = {.command = SA_CONTROL_STATUS};
+    bool tty = isatty(STDOUT_FILENO);
+
+    signal(SIGINT, on_top_signal);
+    signal(SIGTERM, on_top_signal);
+    for (int n = 0; !top_stop && (iterations == 0 || n < iterations); n++) {
+        g_autoptr(GError) error = NULL;
+        json_object *reply = request(path, &req, &error);
+        if (!reply)
+            return failure(error);
+        draw_top(reply, tty);
+        int wait =
+            interval_ms ? interval_ms : (int)num(member(reply, "daemon"), "interval_ms", 500);
+        json_object_put(reply);
+        if ((iterations && n + 1 >= iterations) || !wait_next_screen(wait, tty))
+            break;
+    }
+    return SA_CTL_OK;
 }
 
 int sa_ctl_top(int argc, char **argv)
@@ -360,63 +412,16 @@ int sa_ctl_top(int argc, char **argv)
     DaemonOptions o = {0};
     gint interval_ms = 0, iterations = 0;
     g_autoptr(GOptionContext) ctx = g_option_context_new("- a live view of partitions and VMs");
-    add_daemon_entries(ctx, &o, false);
-    GOptionEntry extra[] = {
-        {"interval-ms", 'i', 0, G_OPTION_ARG_INT, &interval_ms,
-         "Refresh interval (default: the daemon's tick)", "MS"},
-        {"iterations", 'n', 0, G_OPTION_ARG_INT, &iterations,
-         "Stop after N screens (default: until interrupted)", "N"},
-        G_OPTION_ENTRY_NULL,
-    };
-    g_option_context_add_main_entries(ctx, extra, NULL);
     g_autoptr(GError) error = NULL;
     g_autofree char *path = NULL;
-    int rc = SA_CTL_OK;
-    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
-        rc = sa_ctl_usage_error(ctx, "%s", error->message);
-        goto out;
-    }
-    if (argc > 1 || interval_ms < 0 || interval_ms > 60000 || iterations < 0) {
-        rc = sa_ctl_usage_error(ctx,
-                                argc > 1 ? "top: unexpected argument '%s'"
-                                         : "top: --interval-ms 0-60000, --iterations >= 0%s",
-                                argc > 1 ? argv[1] : "");
-        goto out;
-    }
-    path = socket_path(&o, &error);
-    if (!path) {
+
+    int rc = parse_top_command(ctx, &argc, &argv, &o, &interval_ms, &iterations);
+    if (rc == SA_CTL_OK)
+        path = socket_path(&o, &error);
+    if (rc == SA_CTL_OK && !path)
         rc = failure(error);
-        goto out;
-    }
-    signal(SIGINT, on_top_signal);
-    signal(SIGTERM, on_top_signal);
-    bool tty = isatty(STDOUT_FILENO);
-    for (int n = 0; !top_stop && (iterations == 0 || n < iterations); n++) {
-        SaControlRequest req = {.command = SA_CONTROL_STATUS};
-        json_object *reply = request(path, &req, &error);
-        if (!reply) {
-            rc = failure(error);
-            goto out;
-        }
-        draw_top(reply, tty);
-        int wait =
-            interval_ms ? interval_ms : (int)num(member(reply, "daemon"), "interval_ms", 500);
-        json_object_put(reply);
-        if (iterations && n + 1 >= iterations)
-            break;
-        if (!tty)
-            printf("\n");
-        if (isatty(STDIN_FILENO)) {
-            /* q then Enter quits, like Ctrl-C. */
-            struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
-            char c;
-            if (poll(&p, 1, wait) > 0 && read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'))
-                break;
-        } else {
-            g_usleep((gulong)wait * 1000);
-        }
-    }
-out:
+    if (path)
+        rc = run_top(path, interval_ms, iterations);
     daemon_options_clear(&o);
     return rc;
 }

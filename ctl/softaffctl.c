@@ -142,214 +142,266 @@ static const char *node_label(const SaTopology *topo, const SaPartition *p, char
     return buf;
 }
 
+/* The partition's NUMA node id, or JSON null. */
+static json_object *json_node(const SaTopology *topo, const SaPartition *p)
+{
+    if (p->node < 0)
+        return NULL;
+    const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+    return json_object_new_int((int)node->id);
+}
+
+static void print_json(json_object *root)
+{
+    printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(root);
+}
+
+/* Adds the common options and extra to ctx, parses the command line of command (which takes no
+ * argument); SA_CTL_OK or the usage error's status. */
+static int parse_host_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+                              const GOptionEntry *extra, const char *command)
+{
+    g_autoptr(GError) error = NULL;
+
+    g_option_context_add_main_entries(ctx, common_entries(o), NULL);
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    if (!g_option_context_parse(ctx, argc, argv, &error))
+        return usage_error(ctx, "%s", error->message);
+    if (*argc > 1)
+        return usage_error(ctx, "%s: unexpected argument '%s'", command, (*argv)[1]);
+    return EXIT_OK;
+}
+
+/* Parses the command line of partitions; SA_CTL_OK or the usage error's status. */
+static int parse_partitions_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+                                    gint *interval_ms)
+{
+    GOptionEntry extra[] = {
+        {"interval-ms", 'i', 0, G_OPTION_ARG_INT, interval_ms,
+         "Utilization sampling interval (default 250)", "MS"},
+        G_OPTION_ENTRY_NULL,
+    };
+    int rc = parse_host_command(ctx, argc, argv, o, extra, "partitions");
+
+    if (rc == EXIT_OK && (*interval_ms < 10 || *interval_ms > 60000))
+        rc = usage_error(ctx, "--interval-ms %d: allowed 10-60000", *interval_ms);
+    return rc;
+}
+
+static json_object *partition_json(const SaTopology *topo, guint i, double busy)
+{
+    const SaPartition *p = g_ptr_array_index(topo->partitions, i);
+    json_object *jp = json_object_new_object();
+    g_autofree char *cpus = sa_cpuset_format(p->cpus);
+    guint ncpu = sa_cpuset_count(p->cpus);
+
+    json_object_object_add(jp, "id", json_object_new_int((int)p->id));
+    json_object_object_add(jp, "cpus", json_object_new_string(cpus));
+    json_object_object_add(jp, "cpu_count", json_object_new_int((int)ncpu));
+    json_object_object_add(jp, "node", json_node(topo, p));
+    if (p->node >= 0) {
+        const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+        json_object_object_add(jp, "memory_total_bytes", json_object_new_uint64(node->mem_total));
+        json_object_object_add(jp, "memory_free_bytes", json_object_new_uint64(node->mem_free));
+    }
+    json_object_object_add(jp, "utilization", json_object_new_double(ncpu ? busy / ncpu : 0.0));
+    json_object *dist = json_object_new_array();
+    for (guint j = 0; j < topo->partitions->len; j++)
+        json_object_array_add(dist,
+                              json_object_new_int((int)sa_topology_partition_distance(topo, i, j)));
+    json_object_object_add(jp, "distances", dist);
+    return jp;
+}
+
+static void print_partitions_json(const SaTopology *topo, const double *busy)
+{
+    json_object *root = json_object_new_object();
+    g_autofree char *online = sa_cpuset_format(topo->online);
+    g_autofree char *unplaced = sa_cpuset_format(topo->unplaced);
+
+    json_object_object_add(root, "layout",
+                           json_object_new_string(sa_layout_to_string(topo->layout)));
+    json_object_object_add(root, "online", json_object_new_string(online));
+    json_object_object_add(root, "unplaced", json_object_new_string(unplaced));
+    json_object *parts = json_object_new_array();
+    for (guint i = 0; i < topo->partitions->len; i++)
+        json_object_array_add(parts, partition_json(topo, i, busy[i]));
+    json_object_object_add(root, "partitions", parts);
+    print_json(root);
+}
+
+static void print_partition_row(const SaTopology *topo, const SaPartition *p, double busy)
+{
+    g_autofree char *cpus = sa_cpuset_format(p->cpus);
+    guint ncpu = sa_cpuset_count(p->cpus);
+    char nb[16], util[16], mem[32];
+
+    snprintf(util, sizeof(util), "%.0f%%", ncpu ? 100.0 * busy / ncpu : 0.0);
+    if (p->node >= 0) {
+        const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
+        snprintf(mem, sizeof(mem), "%" G_GUINT64_FORMAT " MiB", node->mem_free >> 20);
+    } else {
+        snprintf(mem, sizeof(mem), "-");
+    }
+    printf("%-9u %-5s %-6u %-10s %-12s %s\n", p->id, node_label(topo, p, nb, sizeof(nb)), ncpu,
+           util, mem, *cpus ? cpus : "(none online)");
+}
+
+static guint partition_id(const SaTopology *topo, guint i)
+{
+    return ((const SaPartition *)g_ptr_array_index(topo->partitions, i))->id;
+}
+
+/* The distance matrix, when there is more than one partition. */
+static void print_distances(const SaTopology *topo)
+{
+    guint np = topo->partitions->len;
+
+    if (np <= 1)
+        return;
+    printf("\ndistances\n%-9s", "");
+    for (guint j = 0; j < np; j++)
+        printf(" %5u", partition_id(topo, j));
+    printf("\n");
+    for (guint i = 0; i < np; i++) {
+        printf("%-9u", partition_id(topo, i));
+        for (guint j = 0; j < np; j++)
+            printf(" %5u", sa_topology_partition_distance(topo, i, j));
+        printf("\n");
+    }
+}
+
+static void print_partitions_text(const SaTopology *topo, const double *busy)
+{
+    g_autofree char *online = sa_cpuset_format(topo->online);
+
+    printf("layout %s, %u partitions, online CPUs %s\n", sa_layout_to_string(topo->layout),
+           topo->partitions->len, online);
+    if (!sa_cpuset_is_empty(topo->unplaced)) {
+        g_autofree char *unplaced = sa_cpuset_format(topo->unplaced);
+        printf("CPUs in no partition: %s\n", unplaced);
+    }
+    printf("%-9s %-5s %-6s %-10s %-12s %s\n", "PARTITION", "NODE", "CPUS", "UTIL", "MEM FREE",
+           "CPU LIST");
+    for (guint i = 0; i < topo->partitions->len; i++)
+        print_partition_row(topo, g_ptr_array_index(topo->partitions, i), busy[i]);
+    print_distances(topo);
+}
+
 static int cmd_partitions(int argc, char **argv)
 {
     CommonOptions o = {0};
     gint interval_ms = 250;
-    GOptionEntry extra[] = {
-        {"interval-ms", 'i', 0, G_OPTION_ARG_INT, &interval_ms,
-         "Utilization sampling interval (default 250)", "MS"},
-        G_OPTION_ENTRY_NULL,
-    };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- show the CPU partitions of this host");
-    g_option_context_add_main_entries(ctx, common_entries(&o), NULL);
-    g_option_context_add_main_entries(ctx, extra, NULL);
+    g_autoptr(SaTopology) topo = NULL;
     g_autoptr(GError) error = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
-        common_options_clear(&o);
-        return usage_error(ctx, "%s", error->message);
-    }
-    int rc = EXIT_OK;
-    if (argc > 1) {
-        rc = usage_error(ctx, "partitions: unexpected argument '%s'", argv[1]);
-        common_options_clear(&o);
-        return rc;
-    }
-    if (interval_ms < 10 || interval_ms > 60000) {
-        common_options_clear(&o);
-        return usage_error(ctx, "--interval-ms %d: allowed 10-60000", interval_ms);
-    }
-    g_autoptr(SaTopology) topo = load_topology(&o, ctx, &rc);
-    if (!topo) {
-        common_options_clear(&o);
-        return rc;
-    }
-    g_autofree double *busy = sample_partition_busy(topo, (guint)interval_ms, &error);
-    if (!busy) {
+    g_autofree double *busy = NULL;
+
+    int rc = parse_partitions_command(ctx, &argc, &argv, &o, &interval_ms);
+    if (rc == EXIT_OK)
+        topo = load_topology(&o, ctx, &rc);
+    if (topo)
+        busy = sample_partition_busy(topo, (guint)interval_ms, &error);
+    if (topo && !busy) {
         fprintf(stderr, "softaffctl: %s\n", error->message);
-        common_options_clear(&o);
-        return EXIT_FAILED;
-    }
-    guint np = topo->partitions->len;
-    if (o.json) {
-        json_object *root = json_object_new_object();
-        json_object_object_add(root, "layout",
-                               json_object_new_string(sa_layout_to_string(topo->layout)));
-        g_autofree char *online = sa_cpuset_format(topo->online);
-        json_object_object_add(root, "online", json_object_new_string(online));
-        g_autofree char *unplaced = sa_cpuset_format(topo->unplaced);
-        json_object_object_add(root, "unplaced", json_object_new_string(unplaced));
-        json_object *parts = json_object_new_array();
-        for (guint i = 0; i < np; i++) {
-            const SaPartition *p = g_ptr_array_index(topo->partitions, i);
-            json_object *jp = json_object_new_object();
-            g_autofree char *cpus = sa_cpuset_format(p->cpus);
-            guint ncpu = sa_cpuset_count(p->cpus);
-            json_object_object_add(jp, "id", json_object_new_int((int)p->id));
-            json_object_object_add(jp, "cpus", json_object_new_string(cpus));
-            json_object_object_add(jp, "cpu_count", json_object_new_int((int)ncpu));
-            if (p->node >= 0) {
-                const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
-                json_object_object_add(jp, "node", json_object_new_int((int)node->id));
-                json_object_object_add(jp, "memory_total_bytes",
-                                       json_object_new_uint64(node->mem_total));
-                json_object_object_add(jp, "memory_free_bytes",
-                                       json_object_new_uint64(node->mem_free));
-            } else {
-                json_object_object_add(jp, "node", NULL);
-            }
-            json_object_object_add(jp, "utilization",
-                                   json_object_new_double(ncpu ? busy[i] / ncpu : 0.0));
-            json_object *dist = json_object_new_array();
-            for (guint j = 0; j < np; j++)
-                json_object_array_add(
-                    dist, json_object_new_int((int)sa_topology_partition_distance(topo, i, j)));
-            json_object_object_add(jp, "distances", dist);
-            json_object_array_add(parts, jp);
-        }
-        json_object_object_add(root, "partitions", parts);
-        printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(root);
-    } else {
-        g_autofree char *online = sa_cpuset_format(topo->online);
-        printf("layout %s, %u partitions, online CPUs %s\n", sa_layout_to_string(topo->layout), np,
-               online);
-        if (!sa_cpuset_is_empty(topo->unplaced)) {
-            g_autofree char *unplaced = sa_cpuset_format(topo->unplaced);
-            printf("CPUs in no partition: %s\n", unplaced);
-        }
-        printf("%-9s %-5s %-6s %-10s %-12s %s\n", "PARTITION", "NODE", "CPUS", "UTIL", "MEM FREE",
-               "CPU LIST");
-        for (guint i = 0; i < np; i++) {
-            const SaPartition *p = g_ptr_array_index(topo->partitions, i);
-            g_autofree char *cpus = sa_cpuset_format(p->cpus);
-            guint ncpu = sa_cpuset_count(p->cpus);
-            char nb[16], util[16], mem[32];
-            snprintf(util, sizeof(util), "%.0f%%", ncpu ? 100.0 * busy[i] / ncpu : 0.0);
-            if (p->node >= 0) {
-                const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
-                snprintf(mem, sizeof(mem), "%" G_GUINT64_FORMAT " MiB", node->mem_free >> 20);
-            } else {
-                snprintf(mem, sizeof(mem), "-");
-            }
-            printf("%-9u %-5s %-6u %-10s %-12s %s\n", p->id, node_label(topo, p, nb, sizeof(nb)),
-                   ncpu, util, mem, *cpus ? cpus : "(none online)");
-        }
-        if (np > 1) {
-            printf("\ndistances\n%-9s", "");
-            for (guint j = 0; j < np; j++)
-                printf(" %5u", ((const SaPartition *)g_ptr_array_index(topo->partitions, j))->id);
-            printf("\n");
-            for (guint i = 0; i < np; i++) {
-                printf("%-9u", ((const SaPartition *)g_ptr_array_index(topo->partitions, i))->id);
-                for (guint j = 0; j < np; j++)
-                    printf(" %5u", sa_topology_partition_distance(topo, i, j));
-                printf("\n");
-            }
-        }
+        rc = EXIT_FAILED;
+    } else if (busy && o.json) {
+        print_partitions_json(topo, busy);
+    } else if (busy) {
+        print_partitions_text(topo, busy);
     }
     common_options_clear(&o);
+    return rc;
+}
+
+typedef struct {
+    gint vcpus;
+    gint64 memory_mib;
+    char *allowed_text;
+    SaCpuSet *allowed;
+} AdviseOptions;
+
+static void advise_options_clear(AdviseOptions *a)
+{
+    g_free(a->allowed_text);
+    sa_cpuset_free(a->allowed);
+}
+
+/* Parses the command line of advise; SA_CTL_OK or the usage error's status. */
+static int parse_advise_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+                                AdviseOptions *a)
+{
+    GOptionEntry extra[] = {
+        {"vcpus", 'n', 0, G_OPTION_ARG_INT, &a->vcpus, "vCPUs of the VM (required)", "N"},
+        {"memory", 'm', 0, G_OPTION_ARG_INT64, &a->memory_mib, "Guest memory in MiB", "MIB"},
+        {"allowed", 'a', 0, G_OPTION_ARG_STRING, &a->allowed_text,
+         "CPUs the VM may use (its <vcpu cpuset>), default all", "CPULIST"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GError) error = NULL;
+    int rc = parse_host_command(ctx, argc, argv, o, extra, "advise");
+
+    if (rc != EXIT_OK)
+        return rc;
+    if (a->vcpus <= 0 || a->vcpus > SA_CPUSET_MAX)
+        return usage_error(ctx, "--vcpus %d: a VM needs 1-%d vCPUs", a->vcpus, SA_CPUSET_MAX);
+    if (a->memory_mib < 0 || a->memory_mib > (G_GINT64_CONSTANT(1) << 40))
+        return usage_error(ctx, "--memory %" G_GINT64_FORMAT ": not a size in MiB", a->memory_mib);
+    if (a->allowed_text && !(a->allowed = sa_cpuset_parse(a->allowed_text, &error)))
+        return usage_error(ctx, "--allowed: %s", error->message);
     return EXIT_OK;
+}
+
+static void print_advice(const SaTopology *topo, const SaAdvice *advice, bool json)
+{
+    const SaPartition *p = g_ptr_array_index(
+        topo->partitions, sa_topology_find_partition(topo, (guint)advice->partition_id));
+    g_autofree char *cpus = sa_cpuset_format(p->cpus);
+    const char *layout = sa_layout_to_string(topo->layout);
+    char nb[16];
+
+    if (json) {
+        json_object *root = json_object_new_object();
+        json_object_object_add(root, "layout", json_object_new_string(layout));
+        json_object_object_add(root, "partition", json_object_new_int(advice->partition_id));
+        json_object_object_add(root, "cpus", json_object_new_string(cpus));
+        json_object_object_add(root, "node", json_node(topo, p));
+        json_object_object_add(root, "commitment", json_object_new_double(advice->commitment));
+        json_object_object_add(root, "reason", json_object_new_string(advice->reason));
+        print_json(root);
+        return;
+    }
+    printf("partition %d (layout %s, node %s): CPUs %s\n", advice->partition_id, layout,
+           node_label(topo, p, nb, sizeof(nb)), cpus);
+    printf("metadata: <softaff:affinity xmlns:softaff=\"urn:softaff:domain:1\" "
+           "preferred=\"%d\"/>\n",
+           advice->partition_id);
+    printf("reason: %s\n", advice->reason);
 }
 
 static int cmd_advise(int argc, char **argv)
 {
     CommonOptions o = {0};
-    gint vcpus = 0;
-    gint64 memory_mib = 0;
-    char *allowed_text = NULL;
-    GOptionEntry extra[] = {
-        {"vcpus", 'n', 0, G_OPTION_ARG_INT, &vcpus, "vCPUs of the VM (required)", "N"},
-        {"memory", 'm', 0, G_OPTION_ARG_INT64, &memory_mib, "Guest memory in MiB", "MIB"},
-        {"allowed", 'a', 0, G_OPTION_ARG_STRING, &allowed_text,
-         "CPUs the VM may use (its <vcpu cpuset>), default all", "CPULIST"},
-        G_OPTION_ENTRY_NULL,
-    };
+    AdviseOptions a = {0};
     g_autoptr(GOptionContext) ctx =
         g_option_context_new("- recommend a home partition for a new VM");
-    g_option_context_add_main_entries(ctx, common_entries(&o), NULL);
-    g_option_context_add_main_entries(ctx, extra, NULL);
     g_autoptr(GError) error = NULL;
-    int rc = EXIT_OK;
-    g_autoptr(SaCpuSet) allowed = NULL;
     g_autoptr(SaTopology) topo = NULL;
     SaAdvice advice = {0};
-    g_autofree char *cpus = NULL;
 
-    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
-        rc = usage_error(ctx, "%s", error->message);
-        goto out;
-    }
-    if (argc > 1) {
-        rc = usage_error(ctx, "advise: unexpected argument '%s'", argv[1]);
-        goto out;
-    }
-    if (vcpus <= 0 || vcpus > SA_CPUSET_MAX) {
-        rc = usage_error(ctx, "--vcpus %d: a VM needs 1-%d vCPUs", vcpus, SA_CPUSET_MAX);
-        goto out;
-    }
-    if (memory_mib < 0 || memory_mib > (G_GINT64_CONSTANT(1) << 40)) {
-        rc = usage_error(ctx, "--memory %" G_GINT64_FORMAT ": not a size in MiB", memory_mib);
-        goto out;
-    }
-    if (allowed_text) {
-        allowed = sa_cpuset_parse(allowed_text, &error);
-        if (!allowed) {
-            rc = usage_error(ctx, "--allowed: %s", error->message);
-            goto out;
-        }
-    }
-    topo = load_topology(&o, ctx, &rc);
-    if (!topo)
-        goto out;
-    if (!sa_policy_choose_home(topo, NULL, allowed, (guint)vcpus, (guint64)memory_mib << 20,
-                               &advice, &error)) {
+    int rc = parse_advise_command(ctx, &argc, &argv, &o, &a);
+    if (rc == EXIT_OK)
+        topo = load_topology(&o, ctx, &rc);
+    if (topo && !sa_policy_choose_home(topo, NULL, a.allowed, (guint)a.vcpus,
+                                       (guint64)a.memory_mib << 20, &advice, &error)) {
         fprintf(stderr, "softaffctl: %s\n", error->message);
         rc = EXIT_FAILED;
-        goto out;
+    } else if (topo) {
+        print_advice(topo, &advice, o.json);
     }
-    int idx = sa_topology_find_partition(topo, (guint)advice.partition_id);
-    const SaPartition *p = g_ptr_array_index(topo->partitions, idx);
-    cpus = sa_cpuset_format(p->cpus);
-    if (o.json) {
-        json_object *root = json_object_new_object();
-        json_object_object_add(root, "layout",
-                               json_object_new_string(sa_layout_to_string(topo->layout)));
-        json_object_object_add(root, "partition", json_object_new_int(advice.partition_id));
-        json_object_object_add(root, "cpus", json_object_new_string(cpus));
-        if (p->node >= 0) {
-            const SaNode *node = g_ptr_array_index(topo->nodes, p->node);
-            json_object_object_add(root, "node", json_object_new_int((int)node->id));
-        } else {
-            json_object_object_add(root, "node", NULL);
-        }
-        json_object_object_add(root, "commitment", json_object_new_double(advice.commitment));
-        json_object_object_add(root, "reason", json_object_new_string(advice.reason));
-        printf("%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(root);
-    } else {
-        char nb[16];
-        printf("partition %d (layout %s, node %s): CPUs %s\n", advice.partition_id,
-               sa_layout_to_string(topo->layout), node_label(topo, p, nb, sizeof(nb)), cpus);
-        printf("metadata: <softaff:affinity xmlns:softaff=\"urn:softaff:domain:1\" "
-               "preferred=\"%d\"/>\n",
-               advice.partition_id);
-        printf("reason: %s\n", advice.reason);
-    }
-out:
-    g_free(allowed_text);
+    advise_options_clear(&a);
     common_options_clear(&o);
     return rc;
 }

@@ -11,30 +11,27 @@
  *   migrate begin, restore begin                rewrite host-specific softaff data for this
  *                     host on stdout (nothing on stdout = the XML is unchanged)
  *
- * Notifications are one request on softaffd's control socket, with SA_HOOK_TIMEOUT_MS for
- * connect, write and reply together; a missing daemon is not an error. */
+ * Notifications are one request on softaffd's control socket (control/sa-control-client.h), with
+ * SA_HOOK_TIMEOUT_MS for connect, write and reply together; a missing daemon is not an error. */
 #define G_LOG_DOMAIN "softaff-hook"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include "sa-config.h"
-#include "sa-control.h"
+#include "sa-control-client.h"
 #include "sa-error.h"
 #include "sa-metadata.h"
 #include "sa-topology.h"
 
 /* Connect + write + read of one notification, in total. */
 #define SA_HOOK_TIMEOUT_MS 100
-/* softaffd's reply to vm-event is one short line; more is not read. */
+/* softaffd's reply to vm-event is one short line; a longer one is refused unread. */
 #define SA_HOOK_MAX_REPLY 4096
 
 enum {
@@ -179,206 +176,31 @@ static SaTopology *load_topology(const SaConfig *cfg, const char *domain)
 
 /* ---- notifying softaffd ---- */
 
-static int ms_left(gint64 deadline)
-{
-    gint64 left = deadline - g_get_monotonic_time();
-    return left <= 0 ? 0 : (int)((left + 999) / 1000);
-}
-
-/* Waits for events on fd until the deadline; false on timeout or error. */
-static bool wait_fd(int fd, short events, gint64 deadline)
-{
-    for (;;) {
-        int timeout = ms_left(deadline);
-        if (timeout == 0)
-            return false;
-        struct pollfd p = {.fd = fd, .events = events};
-        int rc = poll(&p, 1, timeout);
-        if (rc > 0)
-            return true;
-        if (rc == 0 || errno != EINTR)
-            return false;
-    }
-}
-
-typedef enum {
-    CONNECT_OK,
-    CONNECT_NO_DAEMON,
-    CONNECT_FAILED, /* logged */
-} ConnectResult;
-
-static ConnectResult connect_daemon(int fd, const struct sockaddr_un *addr, const char *path,
-                                    gint64 deadline)
-{
-    for (;;) {
-        if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0)
-            return CONNECT_OK;
-        int err = errno;
-        if (err == EINTR)
-            continue;
-        if (err == ENOENT || err == ECONNREFUSED)
-            return CONNECT_NO_DAEMON;
-        if (err == EAGAIN) {
-            /* The listen backlog is full: the daemon is busy. Try again shortly. */
-            if (ms_left(deadline) <= 2) {
-                g_warning("softaffd on %s is not accepting connections (backlog full after %d "
-                          "ms); not notified",
-                          path, SA_HOOK_TIMEOUT_MS);
-                return CONNECT_FAILED;
-            }
-            g_usleep(1000);
-            continue;
-        }
-        if (err == EINPROGRESS) {
-            int so_error = 0;
-            socklen_t len = sizeof(so_error);
-            if (!wait_fd(fd, POLLOUT, deadline)) {
-                g_warning("connecting to softaffd on %s timed out after %d ms; not notified", path,
-                          SA_HOOK_TIMEOUT_MS);
-                return CONNECT_FAILED;
-            }
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) < 0)
-                so_error = errno;
-            if (so_error == 0)
-                return CONNECT_OK;
-            err = so_error;
-            if (err == ENOENT || err == ECONNREFUSED)
-                return CONNECT_NO_DAEMON;
-        }
-        g_warning("cannot connect to softaffd on %s: %s; not notified", path, g_strerror(err));
-        return CONNECT_FAILED;
-    }
-}
-
-static bool send_all(int fd, const char *data, gsize len, gint64 deadline)
-{
-    gsize done = 0;
-
-    while (done < len) {
-        ssize_t n = send(fd, data + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            done += (gsize)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN && wait_fd(fd, POLLOUT, deadline))
-            continue;
-        return false;
-    }
-    return true;
-}
-
-/* Reads one reply line; NULL on timeout or error (errno-less: the caller logs). */
-static char *read_reply(int fd, gint64 deadline, bool *timed_out)
-{
-    g_autoptr(GString) buf = g_string_new(NULL);
-    char chunk[512];
-
-    *timed_out = false;
-    while (buf->len < SA_HOOK_MAX_REPLY && memchr(buf->str, '\n', buf->len) == NULL) {
-        ssize_t n = recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
-        if (n > 0) {
-            g_string_append_len(buf, chunk, n);
-            continue;
-        }
-        if (n == 0)
-            break;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN) {
-            if (wait_fd(fd, POLLIN, deadline))
-                continue;
-            *timed_out = true;
-            return NULL;
-        }
-        return NULL;
-    }
-    char *nl = memchr(buf->str, '\n', buf->len);
-    if (nl != NULL)
-        g_string_truncate(buf, (gsize)(nl - buf->str));
-    return g_string_free(g_steal_pointer(&buf), FALSE);
-}
-
-static void check_reply(const char *reply, const char *event, const char *domain, const char *path)
-{
-    json_object *root = json_tokener_parse(reply);
-    json_object *ok = NULL;
-    json_object *err = NULL;
-
-    if (root == NULL || !json_object_is_type(root, json_type_object) ||
-        !json_object_object_get_ex(root, "ok", &ok) ||
-        !json_object_is_type(ok, json_type_boolean)) {
-        g_autofree char *shown = g_strndup(reply, 200);
-        g_warning("domain '%s': softaffd on %s answered the %s event with \"%s\", not "
-                  "{\"ok\":...}",
-                  domain, path, event, shown);
-    } else if (!json_object_get_boolean(ok)) {
-        const char *msg = json_object_object_get_ex(root, "error", &err) &&
-                                  json_object_is_type(err, json_type_string)
-                              ? json_object_get_string(err)
-                              : "no error message";
-        g_warning("domain '%s': softaffd on %s refused the %s event: %s", domain, path, event, msg);
-    }
-    json_object_put(root);
-}
-
+/* One vm-event request, answered within SA_HOOK_TIMEOUT_MS in all; a daemon that is not running
+ * is no error (debug only), everything else a warning. */
 static void notify_daemon(const SaConfig *cfg, SaVmEvent event, const char *domain,
                           const char *uuid)
 {
-    const gint64 deadline = g_get_monotonic_time() + SA_HOOK_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
     const char *path = cfg->socket;
-    const char *event_name = sa_vm_event_to_string(event);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-
-    if (path == NULL || path[0] == '\0')
-        return;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        g_warning("[daemon] socket=%s in %s is longer than %zu bytes; softaffd not notified", path,
-                  config_name(cfg), sizeof(addr.sun_path) - 1);
-        return;
-    }
-    memcpy(addr.sun_path, path, strlen(path) + 1);
-
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        g_warning("cannot create a socket to notify softaffd: %s", g_strerror(errno));
-        return;
-    }
-
+    g_autoptr(GError) error = NULL;
     SaControlRequest req = {
         .command = SA_CONTROL_VM_EVENT,
         .domain = (char *)domain,
         .uuid = (char *)uuid,
         .event = event,
     };
-    g_autofree char *line = sa_control_request_format(&req);
-    bool timed_out = false;
-    g_autofree char *reply = NULL;
 
-    switch (connect_daemon(fd, &addr, path, deadline)) {
-    case CONNECT_NO_DAEMON:
-        g_debug("softaffd is not running (no listener on %s); not notified", path);
-        goto out;
-    case CONNECT_FAILED:
-        goto out;
-    case CONNECT_OK:
-        break;
-    }
-    if (!send_all(fd, line, strlen(line), deadline)) {
-        g_warning("domain '%s': cannot send the %s event to softaffd on %s: %s", domain, event_name,
-                  path, ms_left(deadline) == 0 ? "timed out" : g_strerror(errno));
-        goto out;
-    }
-    reply = read_reply(fd, deadline, &timed_out);
-    if (reply == NULL)
-        g_warning("domain '%s': softaffd on %s did not answer the %s event %s", domain, path,
-                  event_name,
-                  timed_out ? "within " G_STRINGIFY(SA_HOOK_TIMEOUT_MS) " ms" : "(read error)");
+    if (path == NULL || path[0] == '\0')
+        return;
+    const gint64 deadline = g_get_monotonic_time() + SA_HOOK_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+    json_object *reply = sa_control_call(path, &req, deadline, SA_HOOK_MAX_REPLY, &error);
+    if (reply != NULL)
+        json_object_put(reply);
+    else if (g_error_matches(error, SA_CONTROL_CLIENT_ERROR, SA_CONTROL_CLIENT_ERROR_NO_DAEMON))
+        g_debug("%s; not notified", error->message);
     else
-        check_reply(reply, event_name, domain, path);
-out:
-    close(fd);
+        g_warning("domain '%s': %s; not notified ([daemon] socket from %s)", domain, error->message,
+                  config_name(cfg));
 }
 
 /* ---- the operations ---- */

@@ -1,5 +1,7 @@
-/* softaff — libFuzzer target: control socket requests (plugin/control-proto.c). An accepted
- * request must survive sa_control_request_format() and parse back to the same request. */
+/* softaff — libFuzzer target: both directions of the control socket (control/). The input is
+ * parsed as a request and as a reply. An accepted request must survive
+ * sa_control_request_format() and parse back to the same request; an accepted reply is an object
+ * whose "ok" is true, and a refused one fails with a message. */
 #define G_LOG_DOMAIN "fuzz-control"
 
 #include <glib.h>
@@ -7,16 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sa-control.h"
+#include "sa-control-client.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void check_request(const uint8_t *data, size_t size)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(SaControlRequest) req = sa_control_request_parse((const char *)data, size, &error);
     if (!req)
-        return 0;
+        return;
     /* Cheap checks that hold for every accepted request. */
     (void)sa_control_command_needs_root(req->command);
     g_assert_cmpstr(sa_control_command_to_string(req->command), !=, "unknown");
@@ -33,5 +35,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         g_printerr("request changed through format/parse: %s", line);
         abort();
     }
+}
+
+static void check_reply(const uint8_t *data, size_t size)
+{
+    static const SaControlRequest status = {.command = SA_CONTROL_STATUS};
+    g_autoptr(GError) error = NULL;
+    json_object *reply = sa_control_reply_parse((const char *)data, size, "/fuzz", &status, &error);
+    json_object *ok = NULL;
+
+    if (reply == NULL) {
+        if (error == NULL || strstr(error->message, "/fuzz") == NULL) {
+            g_printerr("a refused reply without a message naming the socket\n");
+            abort();
+        }
+        return;
+    }
+    if (!json_object_is_type(reply, json_type_object) ||
+        !json_object_object_get_ex(reply, "ok", &ok) || !json_object_get_boolean(ok)) {
+        g_printerr("an accepted reply is not an object with \"ok\":true\n");
+        abort();
+    }
+    json_object_put(reply);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check_request(data, size);
+    check_reply(data, size);
     return 0;
 }
