@@ -168,8 +168,10 @@ static bool control_action(const SaControlRequest *req, gpointer data, GError **
     const char *event = sa_vm_event_to_string(req->event);
     switch (req->event) {
     case SA_VM_EVENT_PREPARE:
+        g_info("%s: starting (hook)", req->domain);
+        break;
     case SA_VM_EVENT_STARTED:
-        g_info("%s: %s (hook)", req->domain, event);
+        g_info("%s: started (hook)", req->domain);
         break;
     case SA_VM_EVENT_STOPPED:
     case SA_VM_EVENT_RELEASE:
