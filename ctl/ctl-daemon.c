@@ -165,14 +165,19 @@ static json_object *stalled_of(json_object *vm)
     return json_object_is_type(stalled, json_type_object) ? stalled : NULL;
 }
 
-/* "stalled: pin command unanswered for 3.2 s", then " (since 2025-06-01T10:00:03Z)" */
+/* "stalled: pin command unanswered for 3.2 s", then " (since 2025-06-01T10:00:03Z)"; the
+ * daemon's "reason" when it gives one ("QEMU process 123 is stopped"). */
 static char *stalled_text(json_object *stalled, bool with_since)
 {
     g_autofree char *since =
         with_since ? g_strdup_printf(" (since %s)", str(stalled, "since")) : NULL;
+    json_object *reason = member(stalled, "reason");
+    g_autofree char *what = json_object_is_type(reason, json_type_string)
+                                ? g_strdup(json_object_get_string(reason))
+                                : g_strdup_printf("%s command unanswered", str(stalled, "command"));
 
-    return g_strdup_printf("stalled: %s command unanswered for %.1f s%s", str(stalled, "command"),
-                           num(stalled, "seconds", 0), since ? since : "");
+    return g_strdup_printf("stalled: %s for %.1f s%s", what, num(stalled, "seconds", 0),
+                           since ? since : "");
 }
 
 /* One line for each VM that needs a word after the table: what it is stalled on, why it is

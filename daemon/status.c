@@ -53,20 +53,24 @@ static const char *vm_state(const SaVm *vm)
     return "managed";
 }
 
-/* {"since", "command", "seconds"} for a stalled VM, else NULL. */
+/* {"since", "command", "reason", "seconds"} for a stalled VM, else NULL. */
 static json_object *stalled_json(const SaVm *vm)
 {
     gint64 since = 0;
     const char *command = sa_lane_stalled_command(vm->lane, &since);
-    if (!command && vm->sampling.stopped) {
-        command = "none (QEMU process stopped)";
+    g_autofree char *reason = NULL;
+    if (command) {
+        reason = g_strdup_printf("%s command unanswered", command);
+    } else if (vm->sampling.stopped) {
         since = vm->sampling.stopped_since;
+        reason = g_strdup_printf("QEMU process %d is stopped", (int)vm->facts->pid);
     }
-    if (!command || vm->status != SA_VM_MANAGED)
+    if (!reason || vm->status != SA_VM_MANAGED)
         return NULL;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "since", json_time(since));
-    json_object_object_add(o, "command", json_object_new_string(command));
+    json_object_object_add(o, "command", command ? json_object_new_string(command) : NULL);
+    json_object_object_add(o, "reason", json_object_new_string(reason));
     json_object_object_add(o, "seconds", json_object_new_double((g_get_real_time() - since) / 1e6));
     return o;
 }

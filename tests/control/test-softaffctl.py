@@ -45,6 +45,8 @@ def vm(name, state, **extra):
 
 
 STALLED = {"since": "2025-06-01T10:00:03Z", "command": "write-assigned", "seconds": 12.46}
+STOPPED = {"since": "2025-06-01T10:00:05Z", "command": None,
+           "reason": "QEMU process 4321 is stopped", "seconds": 7.0}
 VMS = [
     vm("web", "burst", home=1, vcpu_count=4, vcpus="8-23,40-55", emulator="8-15,40-47",
        visiting=[2], home_share=0.8, bursts=3, retreats=2, changes=7, run_delay_cpus=0.25),
@@ -73,7 +75,8 @@ DECISIONS = [{"time": "10:00:01", "state": "home", "vcpus": "8-15", "reason": "p
 
 
 def show_reply(name):
-    for v in VMS + [vm("db", "stalled", home=2, stalled=STALLED)]:
+    for v in VMS + [vm("db", "stalled", home=2, stalled=STALLED),
+                    vm("frozen", "stalled", home=1, stalled=STOPPED)]:
         if v["name"] == name:
             return {"ok": True, "vm": dict(v, decisions=DECISIONS if name == "web" else [])}
     return {"ok": False, "error": "no VM named '%s'" % name}
@@ -220,12 +223,15 @@ def test_show():
         check(lines[1].startswith("  state stalled, mode soft,"), lines)
         check("  stalled: write-assigned command unanswered for 12.5 s "
               "(since 2025-06-01T10:00:03Z)" in lines, out)
+        rc, out, err = run("show", "frozen")
+        check(rc == 0 and "  stalled: QEMU process 4321 is stopped for 7.0 s "
+              "(since 2025-06-01T10:00:05Z)" in out.splitlines(), out)
         rc, out, err = run("show", "web")
         check(rc == 0 and "stalled" not in out, out)
         check("  10:00:02  burst vCPUs 8-23      burst onto partition 2" in out.splitlines(), out)
         rc, out, err = run("show", "old")
         check(rc == 0 and '  mode="off" in its metadata' in out.splitlines(), out)
-    check([r.get("domain") for r in d.requests] == ["db", "web", "old"], d.requests)
+    check([r.get("domain") for r in d.requests] == ["db", "frozen", "web", "old"], d.requests)
 
 
 def test_show_unknown_vm():
