@@ -109,6 +109,7 @@ typedef struct {
     RecVm *rec;
     SaCpuSet *given; /* the vCPU set last pinned (NULL: not yet, runs anywhere) */
     char *given_text;
+    guint seen_pins; /* pins of the recorder when given was read */
     double load[VCPUS];
     int cpu[VCPUS];
     double run_ns[VCPUS], delay_ns[VCPUS]; /* cumulative */
@@ -123,9 +124,14 @@ typedef struct {
 
 static Bench bench;
 
-/* What the recorder last pinned for b, parsed again only when it changed. */
+/* What the recorder last pinned for b, parsed again only when it pinned again (no heap churn
+ * between ticks for the VMs that did not change). */
 static void update_given(BenchVm *b)
 {
+    guint pins = rec_vm_pins(b->rec);
+    if (pins == b->seen_pins)
+        return;
+    b->seen_pins = pins;
     g_autofree char *text = rec_vm_last_vcpus(b->rec);
     if (text[0] == '\0' || g_strcmp0(text, b->given_text) == 0)
         return;
@@ -392,6 +398,7 @@ static bool run_scenario(const char *what, double hot, guint ticks, guint warmup
         rec_vm_unref(b->rec);
         g_clear_pointer(&b->given, sa_cpuset_free);
         g_clear_pointer(&b->given_text, g_free);
+        b->seen_pins = 0;
         fake_host_remove_process(bench.host, b->pid);
     }
     return managed == bench.n_vms;

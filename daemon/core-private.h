@@ -110,7 +110,10 @@ struct SaCore {
     gint64 last_sample_us;
 
     GHashTable *vms;         /* key -> SaVm* */
+    GPtrArray *sorted;       /* the VMs by name then key, NULL until asked again */
     SaPartitionUsage *usage; /* per partition index, from the last tick */
+    GPtrArray *tick_vms;     /* scratch of the tick: the managed SaVm* ... */
+    GPtrArray *tick_pvms;    /* ... and their SaPolicyVm*, in the same order */
     guint64 ticks;
     gint64 started_us;
     double last_tick_cpu_ms;

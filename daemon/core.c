@@ -16,6 +16,8 @@ SaCore *sa_core_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **erro
     core->loads = g_array_new(FALSE, TRUE, sizeof(SaCpuLoad));
     core->vms = g_hash_table_new(g_str_hash, g_str_equal);
     core->usage = g_new0(SaPartitionUsage, topo->partitions->len);
+    core->tick_vms = g_ptr_array_new();
+    core->tick_pvms = g_ptr_array_new();
     core->started_us = g_get_real_time();
     sa_actuator_init(core);
     /* Prime the CPU sampler so the first tick has an interval. */
@@ -33,6 +35,9 @@ void sa_core_free(SaCore *core)
     for (guint i = 0; i < vms->len; i++)
         sa_core_remove(core, g_ptr_array_index(vms, i));
     sa_actuator_clear(core);
+    g_clear_pointer(&core->sorted, g_ptr_array_unref);
+    g_ptr_array_unref(core->tick_vms);
+    g_ptr_array_unref(core->tick_pvms);
     g_hash_table_unref(core->vms);
     sa_stat_sampler_free(core->stat);
     g_array_unref(core->loads);

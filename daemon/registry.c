@@ -99,14 +99,26 @@ static gint compare_vm_names(gconstpointer a, gconstpointer b)
 
 GPtrArray *sa_core_sorted_vms(const SaCore *core)
 {
-    GPtrArray *vms = g_ptr_array_new();
-    GHashTableIter it;
-    gpointer value;
-    g_hash_table_iter_init(&it, core->vms);
-    while (g_hash_table_iter_next(&it, NULL, &value))
-        g_ptr_array_add(vms, value);
-    g_ptr_array_sort(vms, compare_vm_names);
-    return vms;
+    /* Kept until a VM is added, removed or renamed: the tick, status and metrics all use it. */
+    SaCore *c = (SaCore *)core;
+    if (!c->sorted) {
+        c->sorted = g_ptr_array_sized_new(core->vms ? g_hash_table_size(core->vms) : 0);
+        GHashTableIter it;
+        gpointer value;
+        if (core->vms) {
+            g_hash_table_iter_init(&it, core->vms);
+            while (g_hash_table_iter_next(&it, NULL, &value))
+                g_ptr_array_add(c->sorted, value);
+        }
+        g_ptr_array_sort(c->sorted, compare_vm_names);
+    }
+    return g_ptr_array_ref(c->sorted);
+}
+
+/* The VMs changed (added, removed, renamed): sort them again when next asked. */
+static void order_changed(SaCore *core)
+{
+    g_clear_pointer(&core->sorted, g_ptr_array_unref);
 }
 
 SaVm *sa_core_find(const SaCore *core, const char *key_or_name)
@@ -166,6 +178,7 @@ void sa_core_remove(SaCore *core, SaVm *vm)
 {
     sa_actuator_detach(core, vm);
     g_hash_table_remove(core->vms, vm->key);
+    order_changed(core);
     vm_free(vm);
 }
 
@@ -209,6 +222,7 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
     if (!vm) {
         vm = vm_new(core, facts, ops);
         g_hash_table_insert(core->vms, vm->key, vm);
+        order_changed(core);
         g_info("%s: found (%s, %u vCPUs)", facts->name, ops->name, facts->n_vcpus);
     }
     sa_lane_set_handle(vm->lane, ops, handle);
@@ -216,6 +230,7 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
         g_free(vm->name);
         vm->name = g_strdup(facts->name);
         vm->pvm.name = vm->name;
+        order_changed(core);
     }
     if (process_changed(vm, facts))
         vm->sampling.stale = true;

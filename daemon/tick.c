@@ -45,26 +45,28 @@ static void policy_input(SaVm *vm, bool have_interval)
     p->vcpu_samples = have_interval ? &g_array_index(vm->sampling.deltas, SaVcpuSample, 0) : NULL;
 }
 
-/* Samples every managed VM, in a stable order (homes chosen in one tick are deterministic). */
+/* Samples every managed VM, in a stable order (homes chosen in one tick are deterministic), into
+ * the tick's reused scratch arrays (no allocation per tick). */
 static GPtrArray *sample_managed(SaCore *core)
 {
     g_autoptr(GPtrArray) all = sa_core_sorted_vms(core);
-    GPtrArray *managed = g_ptr_array_new();
+    GPtrArray *managed = core->tick_vms;
+    g_ptr_array_set_size(managed, 0);
+    g_ptr_array_set_size(core->tick_pvms, 0);
     for (guint k = 0; k < all->len; k++) {
         SaVm *vm = g_ptr_array_index(all, k);
         if (vm->status != SA_VM_MANAGED)
             continue;
         policy_input(vm, sa_core_sample_vm(core, vm));
         g_ptr_array_add(managed, vm);
+        g_ptr_array_add(core->tick_pvms, &vm->pvm);
     }
     return managed;
 }
 
-static void run_policy(SaCore *core, GPtrArray *managed, guint64 interval_ns, gint64 now_us)
+static void run_policy(SaCore *core, guint64 interval_ns, gint64 now_us)
 {
-    g_autoptr(GPtrArray) pvms = g_ptr_array_sized_new(managed->len);
-    for (guint i = 0; i < managed->len; i++)
-        g_ptr_array_add(pvms, &((SaVm *)g_ptr_array_index(managed, i))->pvm);
+    GPtrArray *pvms = core->tick_pvms;
     SaPolicyHost host = {
         .topo = core->topo,
         .cpu_busy = core->cpu_busy,
@@ -161,8 +163,8 @@ void sa_core_tick(SaCore *core)
     core->ticks++;
     sa_core_sample_host(core);
 
-    g_autoptr(GPtrArray) managed = sample_managed(core);
-    run_policy(core, managed, interval_ns, now);
+    GPtrArray *managed = sample_managed(core);
+    run_policy(core, interval_ns, now);
     for (guint i = 0; i < managed->len; i++)
         account_vm(core, g_ptr_array_index(managed, i), interval_ns);
     for (guint i = 0; i < managed->len; i++)

@@ -484,6 +484,7 @@ static void test_format_empty(void)
     SaCore d = {0};
     d.vms = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *text = sa_metrics_format(&d);
+    g_clear_pointer(&d.sorted, g_ptr_array_unref);
     g_hash_table_unref(d.vms);
     g_autoptr(GError) error = NULL;
     g_autoptr(Exposition) e = exposition_parse(text, &error);

@@ -198,21 +198,25 @@ static gsize format_stat(char *buf, gsize size, pid_t tid, const char *comm, cha
     return MIN(n, size - 1);
 }
 
-static char *task_path(const FakeHost *h, pid_t pid, pid_t tid, const char *file)
+/* Paths go into stack buffers: the counters are rewritten for every vCPU between ticks, and
+ * heap churn there would change what the benchmark measures inside the tick (malloc state). */
+#define PATH_MAX_LEN 512
+
+static void task_path(char *out, const FakeHost *h, pid_t pid, pid_t tid, const char *file)
 {
-    return g_strdup_printf("%s/proc/%d/task/%d/%s", h->root, (int)pid, (int)tid, file);
+    g_snprintf(out, PATH_MAX_LEN, "%s/proc/%d/task/%d/%s", h->root, (int)pid, (int)tid, file);
 }
 
 static void write_thread(FakeHost *h, pid_t pid, pid_t tid, const char *comm, char state, int cpu)
 {
-    char buf[512];
+    char buf[512], path[PATH_MAX_LEN];
     guint threads = GPOINTER_TO_UINT(g_hash_table_lookup(h->vcpus, GINT_TO_POINTER(pid))) + 1;
     gsize len = format_stat(buf, sizeof buf, tid, comm, state, cpu, threads);
-    g_autofree char *stat = task_path(h, pid, tid, "stat");
-    write_file(stat, buf, len);
+    task_path(path, h, pid, tid, "stat");
+    write_file(path, buf, len);
     if (tid == pid) {
-        g_autofree char *pstat = g_strdup_printf("%s/proc/%d/stat", h->root, (int)pid);
-        write_file(pstat, buf, len);
+        g_snprintf(path, sizeof path, "%s/proc/%d/stat", h->root, (int)pid);
+        write_file(path, buf, len);
     }
 }
 
@@ -223,11 +227,13 @@ void fake_host_add_process(FakeHost *h, pid_t pid, guint n_vcpus)
         pid_t tid = pid + (pid_t)t;
         g_autofree char *dir = g_strdup_printf("%s/proc/%d/task/%d", h->root, (int)pid, (int)tid);
         make_dir(dir);
-        g_autofree char *status = task_path(h, pid, tid, "status");
+        char status[PATH_MAX_LEN];
+        task_path(status, h, pid, tid, "status");
         write_printf(status, "Name:\t%s\nState:\tS (sleeping)\nTgid:\t%d\nPid:\t%d\n",
                      t ? "CPU n/KVM" : "qemu-system-x86", (int)pid, (int)tid);
         if (t == 0) {
-            g_autofree char *sched = task_path(h, pid, tid, "schedstat");
+            char sched[PATH_MAX_LEN];
+            task_path(sched, h, pid, tid, "schedstat");
             write_printf(sched, "123456789 2345678 4567\n");
             write_thread(h, pid, tid, "qemu-system-x86", 'S', 0);
         } else {
@@ -239,8 +245,11 @@ void fake_host_add_process(FakeHost *h, pid_t pid, guint n_vcpus)
 void fake_host_set_vcpu(FakeHost *h, pid_t pid, guint vcpu, double run_ns, double delay_ns, int cpu)
 {
     pid_t tid = pid + 1 + (pid_t)vcpu;
-    g_autofree char *sched = task_path(h, pid, tid, "schedstat");
-    write_printf(sched, "%.0f %.0f %u\n", run_ns, delay_ns, 1u + (guint)(run_ns / 1e7));
+    char sched[PATH_MAX_LEN], text[96];
+    task_path(sched, h, pid, tid, "schedstat");
+    int n = g_snprintf(text, sizeof text, "%.0f %.0f %u\n", run_ns, delay_ns,
+                       1u + (guint)(run_ns / 1e7));
+    write_file(sched, text, (gsize)n);
     char comm[32];
     g_snprintf(comm, sizeof comm, "CPU %u/KVM", vcpu);
     write_thread(h, pid, tid, comm, 'S', cpu);
