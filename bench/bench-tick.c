@@ -480,16 +480,17 @@ int main(int argc, char **argv)
     if (hot)
         ok = run_scenario("40% of the VMs homed on node 0 (bursting)", 0.4, t, w, iv, &r_hot) && ok;
 
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    /* VmHWM, not ru_maxrss: the latter keeps the peak of whatever ran before exec (a Python
+     * driver, a shell) in the same process. */
+    long peak_kib = rss_kib("VmHWM:");
     double worst_total = MAX(r_even.total[0][1], r_hot.total[0][1]);
     double worst_policy = MAX(r_even.total[3][1], r_hot.total[3][1]);
     bool tick_ok = worst_total <= TARGET_TICK_MS, policy_ok = worst_policy <= TARGET_POLICY_MS;
-    bool rss_ok = ru.ru_maxrss <= TARGET_RSS_KIB;
+    bool rss_ok = peak_kib <= TARGET_RSS_KIB;
     printf("summary: tick p95 %.3f ms (target <= %.0f) %s; policy p95 %.3f ms (target <= %.0f) %s; "
            "peak RSS of the whole bench process %ld KiB (target <= %d) %s\n",
            worst_total, TARGET_TICK_MS, tick_ok ? "OK" : "OVER", worst_policy, TARGET_POLICY_MS,
-           policy_ok ? "OK" : "OVER", ru.ru_maxrss, TARGET_RSS_KIB, rss_ok ? "OK" : "OVER");
+           policy_ok ? "OK" : "OVER", peak_kib, TARGET_RSS_KIB, rss_ok ? "OK" : "OVER");
     if (o.keep)
         printf("fixture kept in %s\n", fake_host_root(bench.host));
     fake_host_free(bench.host, o.keep);
