@@ -49,7 +49,11 @@ typedef struct {
     bool ok;
     GError *error;
     SaVmFacts *facts;
-    gint64 started_us;
+    /* Set by the worker when it picks the job up (the deadline counts from there, not from
+     * the queue): started_us and started_wall_us first, then the flag. */
+    gint started;
+    gint64 started_us;      /* g_get_monotonic_time() */
+    gint64 started_wall_us; /* g_get_real_time() */
 } Job;
 
 struct SaLane {
@@ -61,7 +65,6 @@ struct SaLane {
     gpointer handle;
     GQueue *queue; /* Job* waiting */
     Job *running;
-    guint deadline_source;
     bool stalled;
     gint64 stalled_since; /* g_get_real_time() when the running command started */
     guint64 generation;   /* bumped when its VM is forgotten: older results are stale */
@@ -212,21 +215,56 @@ static void job_set_threads(Job *job, const SaVm *vm, const SaCpuSet *vcpus,
 /* Worker thread. */
 static void job_run(gpointer data, gpointer user_data);
 
-static void lane_deadline_missed(SaLane *lane)
+/* Workers: a few, plus one for each stalled lane, whose command holds its worker until it
+ * returns; the healthy VMs always have WORKERS threads. */
+#define WORKERS 8
+
+static void set_pool_size(SaCore *core)
 {
-    Job *job = lane->running;
-    lane->deadline_source = 0;
-    lane->stalled = true;
-    lane->stalled_since = job->started_us;
-    g_warning("%s: %s command unanswered after %u ms: stalled; it gets no command until it "
-              "answers, every other VM goes on",
-              lane->name, job_names[job->kind], lane->core->cfg->command_timeout_ms);
+    g_thread_pool_set_max_threads(core->pool, (gint)(WORKERS + core->stalled_lanes), NULL);
 }
 
-static gboolean deadline_cb(gpointer data)
+static void lane_deadline_missed(SaCore *core, SaLane *lane)
 {
-    lane_deadline_missed(data);
+    Job *job = lane->running;
+    lane->stalled = true;
+    lane->stalled_since = job->started_wall_us;
+    core->stalled_lanes++;
+    set_pool_size(core);
+    g_warning("%s: %s command unanswered after %u ms: stalled; it gets no command until it "
+              "answers, every other VM goes on",
+              lane->name, job_names[job->kind], core->cfg->command_timeout_ms);
+}
+
+/* Marks the lanes whose running command passed its deadline. */
+static gboolean watchdog_cb(gpointer data)
+{
+    SaCore *core = data;
+    gint64 now = g_get_monotonic_time();
+    gint64 limit = (gint64)core->cfg->command_timeout_ms * 1000;
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, core->lanes);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        SaLane *lane = value;
+        Job *job = lane->running;
+        if (job && !lane->stalled && g_atomic_int_get(&job->started) &&
+            now - job->started_us >= limit)
+            lane_deadline_missed(core, lane);
+    }
+    if (core->running > 0)
+        return G_SOURCE_CONTINUE;
+    core->watchdog = 0;
     return G_SOURCE_REMOVE;
+}
+
+/* The watchdog looks a few times per deadline, at most every 100 ms, while commands run. */
+static void watchdog_start(SaCore *core)
+{
+    if (core->watchdog)
+        return;
+    guint period = CLAMP(core->cfg->command_timeout_ms / 4, 10, 100);
+    core->watchdog = g_timeout_add(period, watchdog_cb, core);
 }
 
 static void lane_next(SaLane *lane)
@@ -240,8 +278,7 @@ static void lane_next(SaLane *lane)
     core->queued--;
     core->running++;
     lane->running = job;
-    job->started_us = g_get_real_time();
-    lane->deadline_source = g_timeout_add(core->cfg->command_timeout_ms, deadline_cb, lane);
+    watchdog_start(core);
     g_thread_pool_push(core->pool, job, NULL);
 }
 
@@ -464,12 +501,12 @@ static gboolean job_done_cb(gpointer data)
     if (core) {
         core->running--;
         lane->running = NULL;
-        if (lane->deadline_source)
-            g_source_remove(lane->deadline_source);
-        lane->deadline_source = 0;
-        if (lane->stalled)
+        if (lane->stalled) {
             g_info("%s: %s command answered after %.1f s; handled again", lane->name,
-                   job_names[job->kind], (g_get_real_time() - job->started_us) / 1e6);
+                   job_names[job->kind], (g_get_monotonic_time() - job->started_us) / 1e6);
+            core->stalled_lanes--;
+            set_pool_size(core);
+        }
         lane->stalled = false;
         lane_ref(lane);
         job_result(core, job);
@@ -483,6 +520,9 @@ static gboolean job_done_cb(gpointer data)
 static void job_run(gpointer data, gpointer user_data)
 {
     Job *job = data;
+    job->started_us = g_get_monotonic_time();
+    job->started_wall_us = g_get_real_time();
+    g_atomic_int_set(&job->started, 1);
     switch (job->kind) {
     case JOB_PIN:
         job->ok = job->ops->pin(job->handle, &job->cmd, &job->error);
@@ -584,9 +624,7 @@ bool sa_core_settle(SaCore *core, guint timeout_ms)
 void sa_actuator_init(SaCore *core)
 {
     core->lanes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)lane_unref);
-    /* Not exclusive, no limit: a stalled VM holds one thread until its call returns, and must
-     * never hold up the others. */
-    core->pool = g_thread_pool_new(job_run, NULL, -1, FALSE, NULL);
+    core->pool = g_thread_pool_new(job_run, NULL, WORKERS, FALSE, NULL);
 }
 
 void sa_actuator_clear(SaCore *core)
@@ -594,15 +632,15 @@ void sa_actuator_clear(SaCore *core)
     if (core->stop_timer)
         g_source_remove(core->stop_timer);
     core->stop_timer = 0;
+    if (core->watchdog)
+        g_source_remove(core->watchdog);
+    core->watchdog = 0;
     GHashTableIter it;
     gpointer value;
     g_hash_table_iter_init(&it, core->lanes);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         SaLane *lane = value;
         lane_drop(core, lane, -1);
-        if (lane->deadline_source)
-            g_source_remove(lane->deadline_source);
-        lane->deadline_source = 0;
         lane->core = NULL; /* results still to come are dropped */
     }
     g_thread_pool_free(core->pool, TRUE, FALSE);

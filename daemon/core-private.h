@@ -122,8 +122,10 @@ struct SaCore {
     /* actuation (actuator.c) */
     GHashTable *lanes; /* key -> SaLane* (one reference) */
     GThreadPool *pool;
-    guint running; /* commands on workers */
-    guint queued;  /* commands waiting in lanes */
+    guint running;       /* commands on workers (or waiting for one) */
+    guint stalled_lanes; /* lanes whose running command passed its deadline */
+    guint watchdog;      /* source checking the deadlines while commands run */
+    guint queued;        /* commands waiting in lanes */
     guint restores_left;
     guint stop_timer;
     SaCoreStoppedFunc stopped;

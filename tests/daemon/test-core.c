@@ -13,7 +13,7 @@
 #include "recorder.h"
 #include "sa-error.h"
 
-#define MAX_VMS 4
+#define MAX_VMS 12
 #define MAX_VCPUS 8
 #define STEP_MS 15
 
@@ -438,6 +438,28 @@ static void test_stalled_backend(Fx *fx, gconstpointer data)
     g_assert_cmpuint(count_in_log("a: did not answer within 300 ms"), ==, 1);
 }
 
+/* More stuck VMs than workers: the pool grows by one thread per stalled VM, so a healthy VM is
+ * still pinned at once. */
+static void test_many_stalled(Fx *fx, gconstpointer data)
+{
+    char name[16];
+    for (guint i = 0; i < MAX_VMS - 1; i++) {
+        g_snprintf(name, sizeof name, "stuck%02u", i);
+        rec_vm_set_mode(add_vm(fx, name, 1, 0, 0.1)->rec, REC_BLOCK);
+    }
+    TVm *ok = add_vm(fx, "zz-ok", 1, 1, 0.1);
+    g_assert_cmpuint(step_until_pinned(fx, ok, "2-3", 20), <=, 20);
+    g_assert_false(sa_vm_is_stalled(core_vm(fx, ok)));
+    /* Every stuck VM gets a worker in the end, and is shown stalled. */
+    for (guint i = 0; i < 20 && fx->core->stalled_lanes < MAX_VMS - 1; i++)
+        step(fx, 1);
+    guint stalled = 0;
+    for (guint i = 0; i + 1 < fx->n_vms; i++)
+        stalled += sa_vm_is_stalled(core_vm(fx, &fx->vms[i]));
+    g_assert_cmpuint(stalled, ==, MAX_VMS - 1);
+    g_assert_cmpuint(fx->core->stalled_lanes, ==, MAX_VMS - 1);
+}
+
 /* A stopped QEMU process (SIGSTOP) is stalled until it runs again; no command is sent to it. */
 static void test_stopped_process(Fx *fx, gconstpointer data)
 {
@@ -562,6 +584,7 @@ int main(int argc, char **argv)
     ADD("/core/apply-transient", test_apply_transient);
     ADD("/core/apply-gone-refused", test_apply_gone_and_refused);
     ADD("/core/stalled-backend", test_stalled_backend);
+    ADD("/core/many-stalled", test_many_stalled);
     ADD("/core/stopped-process", test_stopped_process);
     ADD("/core/discover", test_discover);
 #undef ADD
