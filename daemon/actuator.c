@@ -41,7 +41,8 @@ typedef struct {
     SaCommand cmd;
     char *key, *name;
     GArray *tids;
-    GPtrArray *vcpus; /* SaCpuSet* */
+    GPtrArray *vcpus; /* SaCpuSet* per vCPU, pointing into sets */
+    GPtrArray *sets;  /* the distinct sets of vcpus, owned (a set is 1 KiB) */
     SaCpuSet *others;
     SaMetadata settings;
     char *allowed_text; /* restore: the vCPUs' own set, for the log */
@@ -167,6 +168,8 @@ static void job_free(Job *job)
         g_array_unref(job->tids);
     if (job->vcpus)
         g_ptr_array_unref(job->vcpus);
+    if (job->sets)
+        g_ptr_array_unref(job->sets);
     sa_cpuset_free(job->others);
     g_free(job->allowed_text);
     g_clear_error(&job->error);
@@ -195,12 +198,16 @@ static void job_set_threads(Job *job, const SaVm *vm, const SaCpuSet *vcpus,
                             const GPtrArray *per_vcpu, const SaCpuSet *others)
 {
     guint n = vm->facts->n_vcpus;
-    job->vcpus = g_ptr_array_new_full(n, (GDestroyNotify)sa_cpuset_free);
+    job->vcpus = g_ptr_array_sized_new(n);
+    job->sets = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    SaCpuSet *shared = sa_cpuset_copy(vcpus); /* one copy for the vCPUs without their own */
+    g_ptr_array_add(job->sets, shared);
     for (guint i = 0; i < n; i++) {
-        const SaCpuSet *set = vcpus;
-        if (per_vcpu && i < per_vcpu->len && g_ptr_array_index(per_vcpu, i))
-            set = g_ptr_array_index(per_vcpu, i);
-        g_ptr_array_add(job->vcpus, sa_cpuset_copy(set));
+        const SaCpuSet *own = per_vcpu && i < per_vcpu->len ? g_ptr_array_index(per_vcpu, i) : NULL;
+        SaCpuSet *set = own ? sa_cpuset_copy(own) : shared;
+        if (own)
+            g_ptr_array_add(job->sets, set);
+        g_ptr_array_add(job->vcpus, set);
     }
     job->others = sa_cpuset_copy(others);
     if (vm->facts->vcpu_tids)
