@@ -1,4 +1,4 @@
-/* softaff — tests of the config file loader (plugin/config.c). */
+/* softaff — tests of the config file loader (config/config.c). */
 #define G_LOG_DOMAIN "test-config"
 
 #include <glib/gstdio.h>
