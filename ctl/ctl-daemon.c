@@ -14,19 +14,7 @@
 
 #define REQUEST_TIMEOUT_MS 5000
 
-typedef struct {
-    char *config_path;
-    char *socket_path;
-    gboolean json;
-} DaemonOptions;
-
-static void daemon_options_clear(DaemonOptions *o)
-{
-    g_free(o->config_path);
-    g_free(o->socket_path);
-}
-
-static void add_daemon_entries(GOptionContext *ctx, DaemonOptions *o, bool json)
+static void add_daemon_entries(GOptionContext *ctx, SaCtlOptions *o, bool json)
 {
     GOptionEntry entries[] = {
         {"config", 'c', 0, G_OPTION_ARG_FILENAME, &o->config_path,
@@ -44,7 +32,7 @@ static void add_daemon_entries(GOptionContext *ctx, DaemonOptions *o, bool json)
 }
 
 /* The socket path: --socket, else the configuration's [daemon] socket. */
-static char *socket_path(const DaemonOptions *o, GError **error)
+static char *socket_path(const SaCtlOptions *o, GError **error)
 {
     if (o->socket_path)
         return g_strdup(o->socket_path);
@@ -242,7 +230,7 @@ static void print_show(json_object *reply)
     }
 }
 
-static int parse_daemon_command(int *argc, char ***argv, const char *summary, DaemonOptions *o,
+static int parse_daemon_command(int *argc, char ***argv, const char *summary, SaCtlOptions *o,
                                 GOptionContext **ctx_out, bool json)
 {
     GOptionContext *ctx = g_option_context_new(summary);
@@ -255,7 +243,7 @@ static int parse_daemon_command(int *argc, char ***argv, const char *summary, Da
 }
 
 /* Asks softaffd and prints its reply: as JSON with --json, else with print_text. */
-static int ask(const DaemonOptions *o, const SaControlRequest *req,
+static int ask(const SaCtlOptions *o, const SaControlRequest *req,
                void (*print_text)(json_object *reply))
 {
     g_autoptr(GError) error = NULL;
@@ -274,7 +262,7 @@ static int ask(const DaemonOptions *o, const SaControlRequest *req,
 
 int sa_ctl_status(int argc, char **argv)
 {
-    DaemonOptions o = {0};
+    SaCtlOptions o = {0};
     GOptionContext *ctx = NULL;
     const SaControlRequest req = {.command = SA_CONTROL_STATUS};
     int rc = parse_daemon_command(&argc, &argv, "- every VM and partition, from softaffd", &o, &ctx,
@@ -284,13 +272,13 @@ int sa_ctl_status(int argc, char **argv)
     if (rc == SA_CTL_OK)
         rc = ask(&o, &req, print_status);
     g_option_context_free(ctx);
-    daemon_options_clear(&o);
+    sa_ctl_options_clear(&o);
     return rc;
 }
 
 int sa_ctl_show(int argc, char **argv)
 {
-    DaemonOptions o = {0};
+    SaCtlOptions o = {0};
     GOptionContext *ctx = NULL;
     int rc = parse_daemon_command(&argc, &argv, "DOMAIN - one VM and its recent decisions", &o,
                                   &ctx, true);
@@ -303,7 +291,7 @@ int sa_ctl_show(int argc, char **argv)
         rc = ask(&o, &req, print_show);
     }
     g_option_context_free(ctx);
-    daemon_options_clear(&o);
+    sa_ctl_options_clear(&o);
     return rc;
 }
 
@@ -350,7 +338,7 @@ static void draw_top(json_object *reply, bool clear)
 }
 
 /* Parses the command line of top; SA_CTL_OK or the usage error's status. */
-static int parse_top_command(GOptionContext *ctx, int *argc, char ***argv, DaemonOptions *o,
+static int parse_top_command(GOptionContext *ctx, int *argc, char ***argv, SaCtlOptions *o,
                              gint *interval_ms, gint *iterations)
 {
     GOptionEntry extra[] = {
@@ -414,7 +402,7 @@ static int run_top(const char *path, gint interval_ms, gint iterations)
 
 int sa_ctl_top(int argc, char **argv)
 {
-    DaemonOptions o = {0};
+    SaCtlOptions o = {0};
     gint interval_ms = 0, iterations = 0;
     g_autoptr(GOptionContext) ctx = g_option_context_new("- a live view of partitions and VMs");
     g_autoptr(GError) error = NULL;
@@ -427,6 +415,6 @@ int sa_ctl_top(int argc, char **argv)
         rc = failure(error);
     if (path)
         rc = run_top(path, interval_ms, iterations);
-    daemon_options_clear(&o);
+    sa_ctl_options_clear(&o);
     return rc;
 }

@@ -17,6 +17,18 @@ enum {
     SA_CTL_NO_DAEMON = 3, /* softaffd is not reachable on its socket */
 };
 
+/* The options the commands share: --config, --json, and per command --socket (status, show,
+ * top) or --layout/--custom (partitions, advise). */
+typedef struct {
+    char *config_path;
+    char *socket_path;
+    char *layout;
+    char *custom;
+    gboolean json;
+} SaCtlOptions;
+
+void sa_ctl_options_clear(SaCtlOptions *o);
+
 int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 void sa_ctl_print_json(json_object *o);
 

@@ -21,21 +21,15 @@
 #define EXIT_FAILED SA_CTL_FAILED
 #define EXIT_USAGE SA_CTL_USAGE
 
-typedef struct {
-    char *config_path;
-    char *layout;
-    char *custom;
-    gboolean json;
-} CommonOptions;
-
-static void common_options_clear(CommonOptions *o)
+void sa_ctl_options_clear(SaCtlOptions *o)
 {
     g_free(o->config_path);
+    g_free(o->socket_path);
     g_free(o->layout);
     g_free(o->custom);
 }
 
-static GOptionEntry *common_entries(CommonOptions *o)
+static GOptionEntry *common_entries(SaCtlOptions *o)
 {
     static GOptionEntry entries[5];
     GOptionEntry e[] = {
@@ -75,7 +69,7 @@ int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...)
 }
 
 /* Loads the configuration and the topology, command-line layout overriding the file. */
-static SaTopology *load_topology(const CommonOptions *o, GOptionContext *ctx, int *exit_code)
+static SaTopology *load_topology(const SaCtlOptions *o, GOptionContext *ctx, int *exit_code)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(SaConfig) cfg = sa_config_load(o->config_path, &error);
@@ -160,7 +154,7 @@ static void print_json(json_object *root)
 
 /* Adds the common options and extra to ctx, parses the command line of command (which takes no
  * argument); SA_CTL_OK or the usage error's status. */
-static int parse_host_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+static int parse_host_command(GOptionContext *ctx, int *argc, char ***argv, SaCtlOptions *o,
                               const GOptionEntry *extra, const char *command)
 {
     g_autoptr(GError) error = NULL;
@@ -175,7 +169,7 @@ static int parse_host_command(GOptionContext *ctx, int *argc, char ***argv, Comm
 }
 
 /* Parses the command line of partitions; SA_CTL_OK or the usage error's status. */
-static int parse_partitions_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+static int parse_partitions_command(GOptionContext *ctx, int *argc, char ***argv, SaCtlOptions *o,
                                     gint *interval_ms)
 {
     GOptionEntry extra[] = {
@@ -292,7 +286,7 @@ static void print_partitions_text(const SaTopology *topo, const double *busy)
 
 static int cmd_partitions(int argc, char **argv)
 {
-    CommonOptions o = {0};
+    SaCtlOptions o = {0};
     gint interval_ms = 250;
     g_autoptr(GOptionContext) ctx = g_option_context_new("- show the CPU partitions of this host");
     g_autoptr(SaTopology) topo = NULL;
@@ -312,7 +306,7 @@ static int cmd_partitions(int argc, char **argv)
     } else if (busy) {
         print_partitions_text(topo, busy);
     }
-    common_options_clear(&o);
+    sa_ctl_options_clear(&o);
     return rc;
 }
 
@@ -330,7 +324,7 @@ static void advise_options_clear(AdviseOptions *a)
 }
 
 /* Parses the command line of advise; SA_CTL_OK or the usage error's status. */
-static int parse_advise_command(GOptionContext *ctx, int *argc, char ***argv, CommonOptions *o,
+static int parse_advise_command(GOptionContext *ctx, int *argc, char ***argv, SaCtlOptions *o,
                                 AdviseOptions *a)
 {
     GOptionEntry extra[] = {
@@ -383,7 +377,7 @@ static void print_advice(const SaTopology *topo, const SaAdvice *advice, bool js
 
 static int cmd_advise(int argc, char **argv)
 {
-    CommonOptions o = {0};
+    SaCtlOptions o = {0};
     AdviseOptions a = {0};
     g_autoptr(GOptionContext) ctx =
         g_option_context_new("- recommend a home partition for a new VM");
@@ -402,7 +396,7 @@ static int cmd_advise(int argc, char **argv)
         print_advice(topo, &advice, o.json);
     }
     advise_options_clear(&a);
-    common_options_clear(&o);
+    sa_ctl_options_clear(&o);
     return rc;
 }
 

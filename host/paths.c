@@ -32,24 +32,13 @@ static char *build_path(const char *root, const char *fmt, va_list ap)
     return g_strdup_printf("%.*s/%s", (int)root_len, root, rel);
 }
 
-char *sa_sysfs_path(const char *fmt, ...)
+char *sa_host_path(const char *root_var, const char *default_root, const char *fmt, ...)
 {
     va_list ap;
     char *path;
 
     va_start(ap, fmt);
-    path = build_path(root_from_env("SOFTAFF_SYSFS_ROOT", "/sys"), fmt, ap);
-    va_end(ap);
-    return path;
-}
-
-char *sa_proc_path(const char *fmt, ...)
-{
-    va_list ap;
-    char *path;
-
-    va_start(ap, fmt);
-    path = build_path(root_from_env("SOFTAFF_PROC_ROOT", "/proc"), fmt, ap);
+    path = build_path(root_from_env(root_var, default_root), fmt, ap);
     va_end(ap);
     return path;
 }

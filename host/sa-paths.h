@@ -7,11 +7,15 @@
 
 G_BEGIN_DECLS
 
-/* "$SOFTAFF_SYSFS_ROOT/<rel>" (default root "/sys"). rel has no leading slash, e.g.
- * "devices/system/node/node1/cpulist". Free with g_free. */
-char *sa_sysfs_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+/* "$ROOT_VAR/<rel>", default_root when the variable is unset or empty; rel is formatted from
+ * fmt and has no leading slash. Free with g_free. */
+char *sa_host_path(const char *root_var, const char *default_root, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+/* "$SOFTAFF_SYSFS_ROOT/<rel>" (default root "/sys"), e.g.
+ * sa_sysfs_path("devices/system/node/node%u/cpulist", 1). */
+#define sa_sysfs_path(...) sa_host_path("SOFTAFF_SYSFS_ROOT", "/sys", __VA_ARGS__)
 /* "$SOFTAFF_PROC_ROOT/<rel>" (default "/proc"). */
-char *sa_proc_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+#define sa_proc_path(...) sa_host_path("SOFTAFF_PROC_ROOT", "/proc", __VA_ARGS__)
 
 /* Reads a whole small file; on error the message names the path. */
 char *sa_read_file(const char *path, gsize *len, GError **error);
