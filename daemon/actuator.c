@@ -391,6 +391,17 @@ void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle
     lane_push(core, lane, job_new(lane, JOB_DISCOVER, ops, handle));
 }
 
+void sa_actuator_forget_key(SaCore *core, const char *key)
+{
+    SaLane *lane = g_hash_table_lookup(core->lanes, key);
+    if (!lane)
+        return;
+    /* A discovery still running for it must not bring it back. */
+    lane->generation++;
+    lane_drop(core, lane, -1);
+    lane_maybe_drop(lane);
+}
+
 void sa_actuator_detach(SaCore *core, SaVm *vm)
 {
     SaLane *lane = vm->lane;

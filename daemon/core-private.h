@@ -166,6 +166,9 @@ void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle
 /* The VM's lane, created when missing. */
 SaLane *sa_actuator_lane(SaCore *core, const char *key, const char *name);
 void sa_actuator_detach(SaCore *core, SaVm *vm);
+/* A VM the core does not know yet stopped: drop what is queued for it, and the result of a
+ * discovery still running. */
+void sa_actuator_forget_key(SaCore *core, const char *key);
 /* Replaces the lane's handle (a backend reported another one). */
 void sa_lane_set_handle(SaLane *lane, const SaBackendOps *ops, gpointer handle);
 /* The backend's handle for this VM (for main-thread callbacks such as threads_lost). */

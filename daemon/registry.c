@@ -254,8 +254,10 @@ void sa_core_discover(SaCore *core, const SaBackendOps *ops, gpointer handle, co
 void sa_core_forget(SaCore *core, const char *key, const char *why)
 {
     SaVm *vm = sa_core_lookup(core, key);
-    if (!vm)
+    if (!vm) {
+        sa_actuator_forget_key(core, key);
         return;
+    }
     g_info("%s: %s; forgotten", vm->name, why);
     sa_core_remove(core, vm);
 }

@@ -496,6 +496,15 @@ static void test_discover(Fx *fx, gconstpointer data)
     sa_core_discover(fx->core, &rec_ops, r, a->key, "renamed");
     sa_core_settle(fx->core, 1000);
     g_assert_null(core_vm(fx, a));
+    /* A VM that stops while its first discovery runs is not brought back by its result. */
+    rec_vm_set_mode(r, REC_BLOCK);
+    sa_core_discover(fx->core, &rec_ops, r, a->key, "renamed");
+    for (guint i = 0; i < 100 && !rec_vm_blocked(r); i++)
+        g_usleep(1000);
+    sa_core_forget(fx->core, a->key, "stopped");
+    rec_vm_set_mode(r, REC_OK);
+    sa_core_settle(fx->core, 1000);
+    g_assert_null(core_vm(fx, a));
     rec_vm_unref(r);
 }
 
