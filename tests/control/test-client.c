@@ -411,8 +411,9 @@ static void test_oversize(void)
     json_object_put(reply);
 
     /* A reply with no end at all is cut off at the limit, not read until the deadline. */
-    g_autoptr(FakeDaemon) endless = fake_new();
+    /* ys first: cleanups run in reverse, so the fake daemon's thread is joined before ys goes. */
     g_autofree char *ys = g_strnfill(64 * 1024, 'y');
+    g_autoptr(FakeDaemon) endless = fake_new();
     endless->reply = ys;
     endless->repeat = true;
     fake_start(endless);
