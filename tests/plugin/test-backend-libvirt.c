@@ -132,31 +132,6 @@ const SaTopology *sa_core_topology(const SaCore *core)
     return &fake.topo;
 }
 
-SaVmFacts *sa_vm_facts_new(const char *key, const char *name)
-{
-    SaVmFacts *f = g_new0(SaVmFacts, 1);
-    f->key = g_strdup(key);
-    f->name = g_strdup(name);
-    sa_metadata_init(&f->settings);
-    return f;
-}
-
-void sa_vm_facts_free(SaVmFacts *f)
-{
-    if (!f)
-        return;
-    g_free(f->key);
-    g_free(f->name);
-    if (f->vcpu_tids)
-        g_array_unref(f->vcpu_tids);
-    sa_cpuset_free(f->vcpu_cpuset);
-    if (f->vcpu_pins)
-        g_ptr_array_unref(f->vcpu_pins);
-    sa_cpuset_free(f->emulator_pin);
-    g_free(f->settings_error);
-    g_free(f);
-}
-
 /* The wrapped libvirt calls: the real one, found with dlsym(RTLD_NEXT). */
 static void *real_symbol(const char *name)
 {
