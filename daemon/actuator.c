@@ -438,7 +438,6 @@ static bool command_failed(SaCore *core, SaVm *vm, const char *what, const GErro
     }
     if (g_error_matches(error, SA_ERROR, SA_ERROR_UNSUPPORTED)) {
         g_autofree char *why = g_strdup_printf("%s was refused: %s", what, error->message);
-        vm->permanent_error = true;
         sa_vm_set_status(core, vm, SA_VM_UNMANAGED, why);
         return true;
     }

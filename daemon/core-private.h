@@ -87,7 +87,6 @@ typedef struct {
     GPtrArray *vcpu_allowed;    /* SaCpuSet* per vCPU to restore (user pins), NULL = allowed */
     SaCpuSet *emulator_allowed; /* the emulator's own allowed set */
     gint64 managed_since_us;
-    bool permanent_error; /* a backend refused for good: unmanaged until reported again */
 
     SaVmSampling sampling;
     SaPolicyVm pvm;

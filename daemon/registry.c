@@ -186,7 +186,6 @@ static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
     vm->vcpu_allowed = g_steal_pointer(&j->vcpu_allowed);
     sa_cpuset_free(vm->emulator_allowed);
     vm->emulator_allowed = g_steal_pointer(&j->emulator_allowed);
-    vm->permanent_error = false;
     sa_vm_set_status(core, vm, j->status, j->reason);
 }
 
