@@ -210,7 +210,6 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
         vm->sampling.stale = true;
     sa_vm_facts_free(vm->facts);
     vm->facts = g_steal_pointer(&owned);
-    vm->pvm.memory_bytes = vm->facts->memory_bytes;
 
     SaJudgement j;
     sa_judge_vm(vm->facts, core->cfg, core->topo->online,

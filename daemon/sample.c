@@ -6,7 +6,6 @@
 
 #include "core-private.h"
 #include "sa-error.h"
-#include "sa-paths.h"
 
 void sa_vm_sampling_init(SaVmSampling *s)
 {
@@ -166,23 +165,12 @@ static bool read_vcpu(SaThreadSampler *t, bool full, SaThreadSample *cur)
                 : sa_thread_sampler_read_times(t, &cur->run_ns, &cur->delay_ns, NULL);
 }
 
-/* The process state letter of /proc/PID/stat ('R', 'S', 'T' stopped, ...), 0 when unreadable. */
-static char process_state(pid_t pid)
-{
-    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
-    g_autofree char *text = NULL;
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return 0;
-    const char *end = strrchr(text, ')');
-    return end && end[1] == ' ' ? end[2] : 0;
-}
-
 /* A VM whose vCPUs neither ran nor waited may be stopped (SIGSTOP): then its hypervisor will
  * not answer either. Checked only for such VMs, so it costs nothing in the common case. */
 static void check_stopped(SaVm *vm, guint64 run_and_wait)
 {
     SaVmSampling *s = &vm->sampling;
-    char state = run_and_wait == 0 ? process_state(vm->facts->pid) : 'R';
+    char state = run_and_wait == 0 ? sa_process_state(vm->facts->pid) : 'R';
     bool stopped = state == 'T' || state == 't';
     if (stopped == s->stopped)
         return;

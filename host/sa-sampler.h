@@ -66,6 +66,9 @@ bool sa_thread_sampler_read_times(SaThreadSampler *t, guint64 *run_ns, guint64 *
 /* The thread id the sampler reads. */
 pid_t sa_thread_sampler_tid(const SaThreadSampler *t);
 
+/* The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, 'Z' zombie, ...), read after
+ * the last ')' since the command name may hold one; 0 when the file cannot be read. */
+char sa_process_state(pid_t pid);
 /* Lists the thread ids of a process (/proc/<pid>/task). */
 GArray *sa_process_list_threads(pid_t pid, GError **error);
 /* Reads /proc/<pid>/task/<tid>/status "Cpus_allowed_list". */

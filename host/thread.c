@@ -275,6 +275,17 @@ static int compare_pids(gconstpointer a, gconstpointer b)
     return x < y ? -1 : x > y;
 }
 
+char sa_process_state(pid_t pid)
+{
+    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
+    g_autofree char *text = NULL;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    const char *end = strrchr(text, ')');
+    return end && end[1] == ' ' ? end[2] : 0;
+}
+
 GArray *sa_process_list_threads(pid_t pid, GError **error)
 {
     g_autofree char *path = sa_proc_path("%d/task", (int)pid);

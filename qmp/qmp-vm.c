@@ -116,13 +116,8 @@ bool qmp_process_alive(pid_t pid)
 {
     if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
         return false;
-    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
-    g_autofree char *stat = NULL;
-    if (!g_file_get_contents(path, &stat, NULL, NULL))
-        return false;
-    /* The state follows the command name, which may itself hold ')'. */
-    const char *end = strrchr(stat, ')');
-    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+    char state = sa_process_state(pid);
+    return state != 0 && state != 'Z' && state != 'X';
 }
 
 /* 0 or an errno. */

@@ -606,6 +606,29 @@ static void test_thread_real(void)
     g_cond_clear(&w.cond);
 }
 
+/* The process state letter, read after the last ')' (a comm may hold one); 0 when unreadable. */
+static void test_process_state(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *root = g_dir_make_tmp("softaff-state-XXXXXX", &error);
+    g_assert_no_error(error);
+    g_autofree char *dir = g_build_filename(root, "4321", NULL);
+    g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+    g_autofree char *stat = g_build_filename(dir, "stat", NULL);
+    g_assert_true(g_file_set_contents(stat, "4321 (CPU 0/KVM) (x) T 1 2 3\n", -1, NULL));
+    g_setenv("SOFTAFF_PROC_ROOT", root, TRUE);
+    g_assert_cmpint(sa_process_state(4321), ==, 'T');
+    g_assert_true(g_file_set_contents(stat, "4321 (qemu) S 1 2 3\n", -1, NULL));
+    g_assert_cmpint(sa_process_state(4321), ==, 'S');
+    g_assert_cmpint(sa_process_state(4322), ==, 0);
+    g_assert_true(g_file_set_contents(stat, "4321 (no state\n", -1, NULL));
+    g_assert_cmpint(sa_process_state(4321), ==, 0);
+    g_unsetenv("SOFTAFF_PROC_ROOT");
+    g_unlink(stat);
+    g_rmdir(dir);
+    g_rmdir(root);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -619,5 +642,6 @@ int main(int argc, char **argv)
     g_test_add_func("/thread/stat-parse", test_stat_parse);
     g_test_add_func("/thread/fixture", test_thread_fixture);
     g_test_add_func("/thread/real", test_thread_real);
+    g_test_add_func("/thread/process-state", test_process_state);
     return g_test_run();
 }
