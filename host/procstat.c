@@ -140,7 +140,8 @@ static inline guint64 delta(guint64 prev, guint64 cur)
 
 void sa_cpu_load_compute(const SaCpuTimes *prev, const SaCpuTimes *cur, SaCpuLoad *out)
 {
-    guint64 user, nice, system, idle, iowait, irq, softirq, steal, busy, total;
+    guint64 user, nice, system, idle, iowait, irq, softirq, steal;
+    double busy, total;
 
     g_return_if_fail(prev != NULL && cur != NULL && out != NULL);
     user = delta(prev->user, cur->user);
@@ -151,12 +152,13 @@ void sa_cpu_load_compute(const SaCpuTimes *prev, const SaCpuTimes *cur, SaCpuLoa
     irq = delta(prev->irq, cur->irq);
     softirq = delta(prev->softirq, cur->softirq);
     steal = delta(prev->steal, cur->steal);
-    /* guest and guest_nice are already inside user and nice: not added again. */
-    busy = user + nice + system + irq + softirq;
-    total = busy + idle + iowait + steal;
+    /* guest and guest_nice are already inside user and nice: not added again. Summed as
+     * doubles: garbage counters near 2^64 must not wrap the total below its parts. */
+    busy = (double)user + (double)nice + (double)system + (double)irq + (double)softirq;
+    total = busy + (double)idle + (double)iowait + (double)steal;
 
     out->cpu = cur->cpu;
-    if (total == 0) {
+    if (total <= 0) {
         /* No tick elapsed on this CPU: nothing ran. */
         out->busy = 0.0;
         out->idle = 1.0;
@@ -164,10 +166,10 @@ void sa_cpu_load_compute(const SaCpuTimes *prev, const SaCpuTimes *cur, SaCpuLoa
         out->steal = 0.0;
         return;
     }
-    out->busy = (double)busy / (double)total;
-    out->idle = (double)idle / (double)total;
-    out->iowait = (double)iowait / (double)total;
-    out->steal = (double)steal / (double)total;
+    out->busy = MIN(busy / total, 1.0);
+    out->idle = MIN((double)idle / total, 1.0);
+    out->iowait = MIN((double)iowait / total, 1.0);
+    out->steal = MIN((double)steal / total, 1.0);
 }
 
 struct SaStatSampler {

@@ -134,6 +134,22 @@ static void assert_load(const SaCpuLoad *l, double busy, double idle, double iow
     g_assert_cmpfloat_with_epsilon(l->steal, steal, 1e-9);
 }
 
+/* Counters so large that their integer sum would wrap: every fraction stays within 0..1 (found
+ * by fuzz-proc; the input is in tests/fuzz/corpus/proc/wrapping-counters). */
+static void test_load_compute_huge(void)
+{
+    SaCpuTimes prev = {.cpu = 0}, cur = {.cpu = 0};
+    cur.user = G_MAXUINT64 / 2 + 1; /* user + idle is 2^64 + 9: wraps to 9 in integers */
+    cur.idle = G_MAXUINT64 / 2 + 9;
+    SaCpuLoad load;
+    sa_cpu_load_compute(&prev, &cur, &load);
+    g_assert_cmpfloat(load.busy, >, 0.4);
+    g_assert_cmpfloat(load.busy, <=, 1.0);
+    g_assert_cmpfloat(load.idle, >=, 0.0);
+    g_assert_cmpfloat(load.idle, <=, 1.0);
+    g_assert_cmpfloat(load.busy + load.idle, <=, 1.0 + 1e-9);
+}
+
 static void test_load_compute(void)
 {
     SaCpuTimes prev = {.cpu = 4,
@@ -635,6 +651,7 @@ int main(int argc, char **argv)
     g_test_add_func("/procstat/parse", test_procstat_parse);
     g_test_add_func("/procstat/errors", test_procstat_errors);
     g_test_add_func("/procstat/load-compute", test_load_compute);
+    g_test_add_func("/procstat/load-compute-huge", test_load_compute_huge);
     g_test_add_func("/procstat/load-256", test_load_256);
     g_test_add_func("/procstat/sampler-fixture", test_stat_sampler_fixture);
     g_test_add_func("/procstat/sampler-real", test_stat_sampler_real);
