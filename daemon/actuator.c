@@ -9,6 +9,7 @@
 #define G_LOG_DOMAIN "softaffd"
 
 #include "core-private.h"
+#include "judge.h"
 #include "sa-error.h"
 
 /* A transient error is logged when it differs from the last one, else at most this often. */
@@ -44,6 +45,8 @@ typedef struct {
     GPtrArray *vcpus; /* SaCpuSet* per vCPU, pointing into sets */
     GPtrArray *sets;  /* the distinct sets of vcpus, owned (a set is 1 KiB) */
     SaCpuSet *others;
+    GPtrArray *iothreads; /* SaCpuSet* per I/O thread, pointing into sets */
+    GArray *iothread_ids;
     SaMetadata settings;
     char *allowed_text; /* restore: the vCPUs' own set, for the log */
     /* the result */
@@ -168,6 +171,10 @@ static void job_free(Job *job)
         g_array_unref(job->tids);
     if (job->vcpus)
         g_ptr_array_unref(job->vcpus);
+    if (job->iothreads)
+        g_ptr_array_unref(job->iothreads);
+    if (job->iothread_ids)
+        g_array_unref(job->iothread_ids);
     if (job->sets)
         g_ptr_array_unref(job->sets);
     sa_cpuset_free(job->others);
@@ -193,23 +200,42 @@ static Job *job_new(SaLane *lane, JobKind kind, const SaBackendOps *ops, gpointe
     return job;
 }
 
-/* The thread sets of a command: the same set for every vCPU, or one per vCPU. */
-static void job_set_threads(Job *job, const SaVm *vm, const SaCpuSet *vcpus,
-                            const GPtrArray *per_vcpu, const SaCpuSet *others)
+/* The job's copy of set: one copy per distinct set (a set is 1 KiB; most vCPUs share one). */
+static SaCpuSet *job_keep(Job *job, SaCpuSet *set)
+{
+    for (guint i = 0; i < job->sets->len; i++) {
+        SaCpuSet *kept = g_ptr_array_index(job->sets, i);
+        if (sa_cpuset_equal(kept, set)) {
+            sa_cpuset_free(set);
+            return kept;
+        }
+    }
+    g_ptr_array_add(job->sets, set);
+    return set;
+}
+
+/* The thread sets of a command: each thread gets policy (the vCPUs' or the others' set) within
+ * its own set, or, with policy NULL (restore), exactly its own set. */
+static void job_set_threads(Job *job, const SaVm *vm, const SaCpuSet *vcpu_policy,
+                            const SaCpuSet *other_policy)
 {
     guint n = vm->facts->n_vcpus;
     job->vcpus = g_ptr_array_sized_new(n);
     job->sets = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
-    SaCpuSet *shared = sa_cpuset_copy(vcpus); /* one copy for the vCPUs without their own */
-    g_ptr_array_add(job->sets, shared);
     for (guint i = 0; i < n; i++) {
-        const SaCpuSet *own = per_vcpu && i < per_vcpu->len ? g_ptr_array_index(per_vcpu, i) : NULL;
-        SaCpuSet *set = own ? sa_cpuset_copy(own) : shared;
-        if (own)
-            g_ptr_array_add(job->sets, set);
-        g_ptr_array_add(job->vcpus, set);
+        const SaCpuSet *own =
+            i < vm->vcpu_allowed->len ? g_ptr_array_index(vm->vcpu_allowed, i) : vm->allowed;
+        g_ptr_array_add(job->vcpus, job_keep(job, sa_narrow(vcpu_policy, own)));
     }
-    job->others = sa_cpuset_copy(others);
+    job->others = sa_narrow(other_policy, vm->emulator_allowed);
+    guint n_io = vm->iothread_allowed ? vm->iothread_allowed->len : 0;
+    job->iothreads = g_ptr_array_sized_new(n_io);
+    for (guint i = 0; i < n_io; i++)
+        g_ptr_array_add(
+            job->iothreads,
+            job_keep(job, sa_narrow(other_policy, g_ptr_array_index(vm->iothread_allowed, i))));
+    if (n_io > 0)
+        job->iothread_ids = g_array_ref(vm->facts->iothread_ids);
     if (vm->facts->vcpu_tids)
         job->tids = g_array_ref(vm->facts->vcpu_tids);
     job->cmd.pid = vm->facts->pid;
@@ -217,6 +243,9 @@ static void job_set_threads(Job *job, const SaVm *vm, const SaCpuSet *vcpus,
     job->cmd.vcpu_tids = job->tids;
     job->cmd.vcpus = (SaCpuSet *const *)job->vcpus->pdata;
     job->cmd.others = job->others;
+    job->cmd.n_iothreads = n_io;
+    job->cmd.iothread_ids = n_io > 0 ? &g_array_index(job->iothread_ids, guint, 0) : NULL;
+    job->cmd.iothreads = (SaCpuSet *const *)job->iothreads->pdata;
 }
 
 /* Worker thread. */
@@ -340,7 +369,7 @@ void sa_actuator_pin(SaCore *core, SaVm *vm)
         return;
     Job *job = job_new(vm->lane, JOB_PIN, vm->lane->ops, vm->lane->handle);
     job->seq = vm->act.decided;
-    job_set_threads(job, vm, st->vcpus, NULL, st->emulator ? st->emulator : st->vcpus);
+    job_set_threads(job, vm, st->vcpus, st->emulator ? st->emulator : st->vcpus);
     vm->act.outstanding = job->seq;
     vm->act.touched = true;
     lane_push(core, vm->lane, job);
@@ -356,8 +385,7 @@ static void queue_restore(SaCore *core, SaVm *vm, bool for_shutdown)
         return;
     Job *job = job_new(vm->lane, JOB_RESTORE, vm->lane->ops, vm->lane->handle);
     job->for_shutdown = for_shutdown;
-    const SaCpuSet *others = vm->emulator_allowed ? vm->emulator_allowed : vm->allowed;
-    job_set_threads(job, vm, vm->allowed, vm->vcpu_allowed, others);
+    job_set_threads(job, vm, NULL, NULL);
     job->allowed_text = sa_cpuset_format(vm->allowed);
     if (for_shutdown)
         core->restores_left++;
@@ -420,7 +448,7 @@ static void log_transient(SaVm *vm, const char *what, const GError *error)
     SaVmActuation *a = &vm->act;
     if (g_strcmp0(a->last_error, error->message) != 0 ||
         now - a->last_error_logged_us > ERROR_REPEAT_US) {
-        g_warning("%s: %s failed, retrying next tick: %s", vm->name, what, error->message);
+        g_warning("%s: %s failed, trying again later: %s", vm->name, what, error->message);
         g_free(a->last_error);
         a->last_error = g_strdup(error->message);
         a->last_error_logged_us = now;
@@ -441,8 +469,20 @@ static bool command_failed(SaCore *core, SaVm *vm, const char *what, const GErro
         sa_vm_set_status(core, vm, SA_VM_UNMANAGED, why);
         return true;
     }
+    vm->act.last_error_wall_us = g_get_real_time();
     log_transient(vm, what, error);
     return true;
+}
+
+/* A failed pin is tried again after a back-off: one tick, doubling up to RETRY_MAX_MS. */
+#define RETRY_MAX_MS 30000
+
+static void pin_backoff(SaCore *core, SaVm *vm)
+{
+    SaVmActuation *a = &vm->act;
+    a->retry_delay_ms =
+        a->retry_delay_ms == 0 ? core->cfg->interval_ms : MIN(a->retry_delay_ms * 2, RETRY_MAX_MS);
+    a->retry_at_us = g_get_monotonic_time() + (gint64)a->retry_delay_ms * 1000;
 }
 
 static void pin_done(SaCore *core, SaVm *vm, Job *job)
@@ -450,10 +490,13 @@ static void pin_done(SaCore *core, SaVm *vm, Job *job)
     if (vm->act.outstanding == job->seq)
         vm->act.outstanding = 0;
     if (!job->ok) {
-        command_failed(core, vm, "pinning", job->error);
+        if (command_failed(core, vm, "pinning", job->error))
+            pin_backoff(core, vm);
         return;
     }
     vm->act.applied = MAX(vm->act.applied, job->seq);
+    vm->act.retry_delay_ms = 0;
+    vm->act.retry_at_us = 0;
     g_clear_pointer(&vm->act.last_error, g_free);
 }
 
@@ -471,7 +514,8 @@ static void assigned_done(SaCore *core, SaVm *vm, Job *job)
 static void restore_done(SaCore *core, SaVm *vm, Job *job)
 {
     if (job->ok) {
-        g_info("%s: restored: vCPUs back to their allowed set %s", job->name, job->allowed_text);
+        g_info("%s: restored: every thread back to its own set (vCPUs: %s)", job->name,
+               job->allowed_text);
         if (vm)
             vm->act.touched = false;
     } else if (g_error_matches(job->error, SA_ERROR, SA_ERROR_GONE)) {

@@ -70,6 +70,9 @@ typedef struct {
     bool assigned_pending; /* a write_assigned is queued or running */
     char *last_error;      /* last transient error, to log each distinct one once */
     gint64 last_error_logged_us;
+    gint64 last_error_wall_us; /* g_get_real_time() of the last failure (status) */
+    gint64 retry_at_us;        /* no pin before this (g_get_monotonic_time()): back-off */
+    guint retry_delay_ms;      /* the next back-off; 0 after a success */
 } SaVmActuation;
 
 typedef struct {
@@ -82,10 +85,11 @@ typedef struct {
     /* The judgement on the facts (registry.c). */
     SaVmStatus status;
     char *status_reason;
-    SaMetadata settings;        /* effective: the VM's own, else defaults */
-    SaCpuSet *allowed;          /* the VM's own allowed set for its vCPUs */
-    GPtrArray *vcpu_allowed;    /* SaCpuSet* per vCPU to restore (user pins), NULL = allowed */
-    SaCpuSet *emulator_allowed; /* the emulator's own allowed set */
+    SaMetadata settings;         /* effective: the VM's own, else defaults */
+    SaCpuSet *allowed;           /* the union of its vCPUs' own sets (the policy's input) */
+    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set (what restore gives back) */
+    SaCpuSet *emulator_allowed;  /* the emulator's own set */
+    GPtrArray *iothread_allowed; /* SaCpuSet* per I/O thread of the facts; NULL: none */
     gint64 managed_since_us;
 
     SaVmSampling sampling;

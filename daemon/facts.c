@@ -23,6 +23,10 @@ void sa_vm_facts_free(SaVmFacts *f)
     if (f->vcpu_pins)
         g_ptr_array_unref(f->vcpu_pins);
     sa_cpuset_free(f->emulator_pin);
+    if (f->iothread_ids)
+        g_array_unref(f->iothread_ids);
+    if (f->iothread_pins)
+        g_ptr_array_unref(f->iothread_pins);
     g_free(f->settings_error);
     g_free(f);
 }

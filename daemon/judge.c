@@ -11,19 +11,46 @@ bool sa_facts_user_pinned(const SaVmFacts *facts)
     return false;
 }
 
+SaCpuSet *sa_facts_default_own(const SaVmFacts *facts, const SaCpuSet *online)
+{
+    SaCpuSet *own = sa_cpuset_copy(online);
+    if (facts->vcpu_cpuset) {
+        sa_cpuset_intersect(own, facts->vcpu_cpuset);
+        if (sa_cpuset_is_empty(own))
+            sa_cpuset_assign(own, facts->vcpu_cpuset);
+    }
+    return own;
+}
+
+SaCpuSet *sa_facts_vcpu_own(const SaVmFacts *facts, guint i, const SaCpuSet *online)
+{
+    const SaCpuSet *pin = facts->vcpu_pins && i < facts->vcpu_pins->len
+                              ? g_ptr_array_index(facts->vcpu_pins, i)
+                              : NULL;
+    return pin ? sa_cpuset_copy(pin) : sa_facts_default_own(facts, online);
+}
+
 SaCpuSet *sa_facts_allowed(const SaVmFacts *facts, const SaCpuSet *online)
 {
-    SaCpuSet *allowed = sa_cpuset_copy(online);
-    if (facts->vcpu_cpuset)
-        sa_cpuset_intersect(allowed, facts->vcpu_cpuset);
-    if (sa_facts_user_pinned(facts)) {
-        g_autoptr(SaCpuSet) pins = sa_cpuset_new();
-        for (guint i = 0; i < facts->vcpu_pins->len; i++)
-            if (g_ptr_array_index(facts->vcpu_pins, i))
-                sa_cpuset_union(pins, g_ptr_array_index(facts->vcpu_pins, i));
-        sa_cpuset_intersect(allowed, pins);
+    SaCpuSet *allowed = sa_cpuset_new();
+    for (guint i = 0; i < facts->n_vcpus; i++) {
+        g_autoptr(SaCpuSet) own = sa_facts_vcpu_own(facts, i, online);
+        sa_cpuset_union(allowed, own);
     }
+    if (facts->n_vcpus == 0) {
+        g_autoptr(SaCpuSet) own = sa_facts_default_own(facts, online);
+        sa_cpuset_union(allowed, own);
+    }
+    sa_cpuset_intersect(allowed, online);
     return allowed;
+}
+
+SaCpuSet *sa_narrow(const SaCpuSet *policy, const SaCpuSet *own)
+{
+    SaCpuSet *set = sa_cpuset_copy(own);
+    if (policy && sa_cpuset_intersects(policy, own))
+        sa_cpuset_intersect(set, policy);
+    return set;
 }
 
 char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg,
@@ -43,17 +70,27 @@ char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg,
     return NULL;
 }
 
-static GPtrArray *copy_pins(const SaVmFacts *facts)
+static GPtrArray *vcpu_own_sets(const SaVmFacts *facts, const SaCpuSet *online)
 {
-    if (!sa_facts_user_pinned(facts))
+    GPtrArray *sets = g_ptr_array_new_full(facts->n_vcpus, (GDestroyNotify)sa_cpuset_free);
+    for (guint i = 0; i < facts->n_vcpus; i++)
+        g_ptr_array_add(sets, sa_facts_vcpu_own(facts, i, online));
+    return sets;
+}
+
+static GPtrArray *iothread_own_sets(const SaVmFacts *facts, const SaCpuSet *online)
+{
+    if (!facts->iothread_ids || facts->iothread_ids->len == 0)
         return NULL;
-    GPtrArray *pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
-    g_ptr_array_set_size(pins, facts->n_vcpus);
-    for (guint i = 0; i < facts->n_vcpus && i < facts->vcpu_pins->len; i++) {
-        const SaCpuSet *p = g_ptr_array_index(facts->vcpu_pins, i);
-        g_ptr_array_index(pins, i) = p ? sa_cpuset_copy(p) : NULL;
+    GPtrArray *sets =
+        g_ptr_array_new_full(facts->iothread_ids->len, (GDestroyNotify)sa_cpuset_free);
+    for (guint i = 0; i < facts->iothread_ids->len; i++) {
+        const SaCpuSet *pin = facts->iothread_pins && i < facts->iothread_pins->len
+                                  ? g_ptr_array_index(facts->iothread_pins, i)
+                                  : NULL;
+        g_ptr_array_add(sets, pin ? sa_cpuset_copy(pin) : sa_facts_default_own(facts, online));
     }
-    return pins;
+    return sets;
 }
 
 void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *online,
@@ -64,15 +101,10 @@ void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *on
     if (facts->has_settings && !facts->settings_error)
         out->settings = facts->settings;
     out->allowed = sa_facts_allowed(facts, online);
-    out->vcpu_allowed = copy_pins(facts);
-    /* The emulator keeps its own pin, else the vCPUs' set before the per-vCPU pins. */
-    if (facts->emulator_pin) {
-        out->emulator_allowed = sa_cpuset_copy(facts->emulator_pin);
-    } else {
-        out->emulator_allowed = sa_cpuset_copy(online);
-        if (facts->vcpu_cpuset)
-            sa_cpuset_intersect(out->emulator_allowed, facts->vcpu_cpuset);
-    }
+    out->vcpu_allowed = vcpu_own_sets(facts, online);
+    out->emulator_allowed = facts->emulator_pin ? sa_cpuset_copy(facts->emulator_pin)
+                                                : sa_facts_default_own(facts, online);
+    out->iothread_allowed = iothread_own_sets(facts, online);
     if (facts->settings_error) {
         out->status = SA_VM_INVALID;
         out->reason = g_strdup(facts->settings_error);
@@ -96,4 +128,5 @@ void sa_judgement_clear(SaJudgement *j)
     g_clear_pointer(&j->allowed, sa_cpuset_free);
     g_clear_pointer(&j->vcpu_allowed, g_ptr_array_unref);
     g_clear_pointer(&j->emulator_allowed, sa_cpuset_free);
+    g_clear_pointer(&j->iothread_allowed, g_ptr_array_unref);
 }

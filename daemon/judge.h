@@ -11,11 +11,12 @@ G_BEGIN_DECLS
 
 typedef struct {
     SaVmStatus status;
-    char *reason;               /* why unmanaged / invalid, or how it is managed */
-    SaMetadata settings;        /* the VM's own settings, else the defaults */
-    SaCpuSet *allowed;          /* what its vCPUs may use together */
-    GPtrArray *vcpu_allowed;    /* SaCpuSet* per vCPU (user pins), NULL when none is pinned */
-    SaCpuSet *emulator_allowed; /* what its emulator and I/O threads may use */
+    char *reason;                /* why unmanaged / invalid, or how it is managed */
+    SaMetadata settings;         /* the VM's own settings, else the defaults */
+    SaCpuSet *allowed;           /* what its vCPUs may use together: the union of their own sets */
+    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set (never NULL) */
+    SaCpuSet *emulator_allowed;  /* the emulator's own set */
+    GPtrArray *iothread_allowed; /* SaCpuSet* per I/O thread of the facts; NULL: none */
 } SaJudgement;
 
 /* Judges facts against the configuration and the online CPUs. settings_name says what the
@@ -27,8 +28,16 @@ void sa_judgement_clear(SaJudgement *j);
 /* The predicates, each usable alone (tests call them from tables). */
 /* The user pinned at least one vCPU. */
 bool sa_facts_user_pinned(const SaVmFacts *facts);
-/* The VM's allowed set: online ∩ <vcpu cpuset> ∩ (union of the vCPU pins, when any). */
+/* vCPU i's own set: its pin, else <vcpu cpuset> ∩ online, else every online CPU. */
+SaCpuSet *sa_facts_vcpu_own(const SaVmFacts *facts, guint i, const SaCpuSet *online);
+/* The emulator's own set, and an unpinned I/O thread's (libvirt's default for both): <vcpu
+ * cpuset> ∩ online, else every online CPU. */
+SaCpuSet *sa_facts_default_own(const SaVmFacts *facts, const SaCpuSet *online);
+/* The VM's allowed set: online ∩ the union of its vCPUs' own sets. */
 SaCpuSet *sa_facts_allowed(const SaVmFacts *facts, const SaCpuSet *online);
+/* What one thread gets: the policy's set within the thread's own set; the own set alone when
+ * they share no CPU (softaff only ever narrows what the VM allows). */
+SaCpuSet *sa_narrow(const SaCpuSet *policy, const SaCpuSet *own);
 /* Why the VM is left alone, or NULL when it may be managed (settings valid). */
 char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg,
                                 const SaCpuSet *allowed, const char *settings_name);

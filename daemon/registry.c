@@ -51,6 +51,8 @@ static void vm_free(SaVm *vm)
         g_ptr_array_unref(vm->vcpu_allowed);
     sa_cpuset_free(vm->allowed);
     sa_cpuset_free(vm->emulator_allowed);
+    if (vm->iothread_allowed)
+        g_ptr_array_unref(vm->iothread_allowed);
     g_queue_free_full(vm->decisions, sa_decision_free);
     g_free(vm->status_reason);
     g_free(vm->act.last_error);
@@ -162,7 +164,13 @@ bool sa_vm_is_stalled(const SaVm *vm)
     return vm->sampling.stopped || sa_lane_is_stalled(vm->lane);
 }
 
-/* A new process behind the same key (restarted VM): its threads and samples start over. */
+/* Another QEMU process than the one known (both known). */
+static bool new_process(const SaVm *vm, const SaVmFacts *facts)
+{
+    return vm->facts && vm->facts->pid > 0 && facts->pid > 0 && vm->facts->pid != facts->pid;
+}
+
+/* New threads behind the same process (vCPU hotplug, threads found): sample them again. */
 static bool process_changed(const SaVm *vm, const SaVmFacts *facts)
 {
     const SaVmFacts *old = vm->facts;
@@ -186,6 +194,9 @@ static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
     vm->vcpu_allowed = g_steal_pointer(&j->vcpu_allowed);
     sa_cpuset_free(vm->emulator_allowed);
     vm->emulator_allowed = g_steal_pointer(&j->emulator_allowed);
+    if (vm->iothread_allowed)
+        g_ptr_array_unref(vm->iothread_allowed);
+    vm->iothread_allowed = g_steal_pointer(&j->iothread_allowed);
     sa_vm_set_status(core, vm, j->status, j->reason);
 }
 
@@ -193,6 +204,13 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
 {
     g_autoptr(SaVmFacts) owned = facts;
     SaVm *vm = sa_core_lookup(core, facts->key);
+    if (vm && new_process(vm, facts)) {
+        /* A restarted VM is another VM: nothing of the old process's state applies. */
+        g_info("%s: a new QEMU process (%d, was %d): starting over", facts->name, (int)facts->pid,
+               (int)vm->facts->pid);
+        sa_core_remove(core, vm);
+        vm = NULL;
+    }
     if (!vm) {
         vm = vm_new(core, facts, ops);
         g_hash_table_insert(core->vms, vm->key, vm);

@@ -16,9 +16,14 @@
  * touch the backend's main-thread state without a lock.
  *
  * Errors of callbacks (SA_ERROR domain): SA_ERROR_GONE, the VM no longer runs (the core forgets
- * it); SA_ERROR_UNSUPPORTED, a permanent refusal (the VM runs unmanaged, with the message as the
- * reason, until its facts are reported again); anything else is transient (tried again later,
- * each distinct message logged once). */
+ * it; only "no such domain / process" may say so); SA_ERROR_UNSUPPORTED, a permanent refusal (the
+ * VM runs unmanaged, with the message as the reason, until its facts are reported again);
+ * anything else is transient (tried again with back-off, shown in the status, each distinct
+ * message logged once).
+ *
+ * The VM's own settings. The facts carry them per thread; the core gives each thread the
+ * policy's set within the thread's own set (its own set alone when the two share no CPU) and,
+ * at restore, exactly its own set. A backend must never report softaff's pins as the VM's own. */
 #pragma once
 
 #include <glib.h>
@@ -46,10 +51,13 @@ typedef struct {
     GArray *vcpu_tids;
 
     /* The VM's own settings, which softaff only narrows and puts back. */
-    SaCpuSet *vcpu_cpuset;  /* <vcpu cpuset> (QMP: the process's own affinity); NULL = none */
-    GPtrArray *vcpu_pins;   /* SaCpuSet* per vCPU pinned by the user (NULL entries: not pinned);
-                               NULL when no vCPU is pinned */
-    SaCpuSet *emulator_pin; /* <emulatorpin>; NULL = none */
+    SaCpuSet *vcpu_cpuset;    /* <vcpu cpuset> (QMP: the process's own affinity); NULL = none */
+    GPtrArray *vcpu_pins;     /* SaCpuSet* per vCPU pinned by the user (NULL entries: not pinned);
+                                 NULL when no vCPU is pinned */
+    SaCpuSet *emulator_pin;   /* <emulatorpin>; NULL = none */
+    GArray *iothread_ids;     /* guint: the VM's I/O threads (libvirt's ids); NULL = none */
+    GPtrArray *iothread_pins; /* SaCpuSet* per entry of iothread_ids (<iothreadpin>; NULL
+                                 entries: not pinned); NULL exactly when iothread_ids is */
 
     /* softaff settings: the metadata element (libvirt) or a [vm NAME] group (QMP). */
     bool has_settings;
@@ -68,9 +76,12 @@ typedef struct {
     const char *name;
     pid_t pid;
     guint n_vcpus;
-    const GArray *vcpu_tids;    /* pid_t per vCPU as reported or found (0 unknown); may be NULL */
-    SaCpuSet *const *vcpus;     /* n_vcpus sets: what each vCPU thread gets */
-    const SaCpuSet *others;     /* what the emulator and I/O threads get */
+    const GArray *vcpu_tids; /* pid_t per vCPU as reported or found (0 unknown); may be NULL */
+    SaCpuSet *const *vcpus;  /* n_vcpus sets: what each vCPU thread gets */
+    const SaCpuSet *others;  /* what the emulator gets (QMP: every thread but the vCPUs) */
+    guint n_iothreads;
+    const guint *iothread_ids;  /* n_iothreads ids, as reported in the facts */
+    SaCpuSet *const *iothreads; /* n_iothreads sets: what each I/O thread gets */
     const SaMetadata *settings; /* write_assigned: the element to write (assigned set) */
 } SaCommand;
 
@@ -82,8 +93,9 @@ typedef struct {
     /* Gives each vCPU thread its set and the other threads theirs. Reads the current affinity
      * first and writes only what differs. */
     bool (*pin)(gpointer handle, const SaCommand *cmd, GError **error);
-    /* Puts every thread back to the VM's own settings; cmd->vcpus and cmd->others hold them as
-     * the core knows them (a backend that remembered better may use what it remembered). */
+    /* Puts every thread back to the VM's own settings; cmd->vcpus, cmd->others and
+     * cmd->iothreads hold them as the core knows them (a backend that remembered better may use
+     * what it remembered). */
     bool (*restore)(gpointer handle, const SaCommand *cmd, GError **error);
     /* Records cmd->settings for the VM (libvirt: live metadata, so a restarted daemon keeps the
      * homes it chose). */

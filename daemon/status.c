@@ -134,6 +134,40 @@ static void add_threads(json_object *o, const SaVm *vm)
     json_object_object_add(o, "vcpu_tids", threads);
 }
 
+/* The VM's own settings per thread, as softaff gives them back ("own"). */
+static json_object *own_json(const SaVm *vm)
+{
+    json_object *own = json_object_new_object();
+    json_object *vcpus = json_object_new_array();
+    for (guint i = 0; vm->vcpu_allowed && i < vm->vcpu_allowed->len; i++)
+        json_object_array_add(vcpus, json_cpuset(g_ptr_array_index(vm->vcpu_allowed, i)));
+    json_object_object_add(own, "vcpus", vcpus);
+    json_object_object_add(own, "emulator", json_cpuset(vm->emulator_allowed));
+    json_object *io = json_object_new_object();
+    for (guint i = 0; vm->iothread_allowed && i < vm->iothread_allowed->len; i++) {
+        char id[16];
+        g_snprintf(id, sizeof id, "%u", g_array_index(vm->facts->iothread_ids, guint, i));
+        json_object_object_add(io, id, json_cpuset(g_ptr_array_index(vm->iothread_allowed, i)));
+    }
+    json_object_object_add(own, "iothreads", io);
+    return own;
+}
+
+/* The last transient failure of a command, while it is not resolved. */
+static json_object *error_json(const SaVm *vm)
+{
+    if (!vm->act.last_error)
+        return NULL;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "message", json_object_new_string(vm->act.last_error));
+    json_object_object_add(
+        o, "at", vm->act.last_error_wall_us ? json_time(vm->act.last_error_wall_us) : NULL);
+    json_object_object_add(
+        o, "retry_in_ms",
+        json_object_new_int64(MAX(0, (vm->act.retry_at_us - g_get_monotonic_time()) / 1000)));
+    return o;
+}
+
 static json_object *vm_json(const SaCore *core, const SaVm *vm)
 {
     json_object *o = json_object_new_object();
@@ -144,6 +178,8 @@ static json_object *vm_json(const SaCore *core, const SaVm *vm)
     json_object_object_add(o, "reason",
                            vm->status_reason ? json_object_new_string(vm->status_reason) : NULL);
     json_object_object_add(o, "stalled", stalled_json(vm));
+    json_object_object_add(o, "error", error_json(vm));
+    json_object_object_add(o, "own", own_json(vm));
     add_settings(o, core, vm);
     add_placement(o, vm);
     add_stats(o, vm);

@@ -125,7 +125,8 @@ static void act_on_decision(SaCore *core, SaVm *vm)
     }
     if (sa_vm_is_stalled(vm))
         return;
-    if (a->applied < a->decided && a->outstanding < a->decided)
+    if (a->applied < a->decided && a->outstanding < a->decided &&
+        g_get_monotonic_time() >= a->retry_at_us)
         sa_actuator_pin(core, vm);
     /* The home chosen for preferred="auto" is kept in the live settings. */
     if (vm->pvm.preferred < 0 && st->home >= 0 && st->home != a->written_assigned &&

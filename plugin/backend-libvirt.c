@@ -19,7 +19,7 @@
 
 struct SaLibvirt {
     SaCore *core;
-    LvShared *shared; /* URI, host CPUs, transient state: shared with the handles */
+    LvShared *shared; /* URI, host CPUs: shared with the handles */
     virConnectPtr conn;
     int cb_ids[3];
     GHashTable *domains;   /* UUID -> LvDomain* (a reference): events reuse the handle */
@@ -68,7 +68,6 @@ static void discover_domain(SaLibvirt *lv, virDomainPtr dom)
 static void forget_domain(SaLibvirt *lv, const char *uuid, const char *why)
 {
     sa_core_forget(lv->core, uuid, why);
-    lv_transient_forget(lv->shared, uuid);
     g_hash_table_remove(lv->domains, uuid);
 }
 
@@ -87,13 +86,10 @@ static void forget_missing(SaLibvirt *lv, GHashTable *running)
     while (g_hash_table_iter_next(&it, &key, NULL))
         if (!g_hash_table_contains(running, key))
             g_hash_table_iter_remove(&it);
-    /* Recorded pins of transient domains that no longer run are of no use. */
-    lv_transient_prune(lv->shared, running);
 }
 
 void sa_libvirt_sync(SaLibvirt *lv)
 {
-    lv_shared_set_socket(lv->shared, sa_core_config(lv->core)->socket);
     if (!lv->conn)
         return;
     virDomainPtr *doms = NULL;
@@ -135,7 +131,7 @@ static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int det
         break;
     case VIR_DOMAIN_EVENT_DEFINED:
     case VIR_DOMAIN_EVENT_UNDEFINED:
-        /* A running domain's own pins may have changed (or it became transient). */
+        /* Read again: its name or persistence may have changed. */
         if (event_domain_runs(dom))
             discover_domain(lv, dom);
         break;
@@ -324,7 +320,7 @@ SaLibvirt *sa_libvirt_new(SaCore *core, const char *uri)
 {
     SaLibvirt *lv = g_new0(SaLibvirt, 1);
     lv->core = core;
-    lv->shared = lv_shared_new(core, uri, sa_core_config(core)->socket);
+    lv->shared = lv_shared_new(core, uri);
     lv->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, lv_domain_unref);
     for (guint i = 0; i < G_N_ELEMENTS(lv->cb_ids); i++)
         lv->cb_ids[i] = -1;

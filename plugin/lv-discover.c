@@ -1,7 +1,7 @@
 /* softaffd — the libvirt backend's discover callback (a worker thread): what a running domain
  * is, from its live XML (which may wait on the QEMU monitor: libvirt refreshes the balloon
- * size), its persistent definition and its QEMU process. The decision managed / unmanaged /
- * invalid is the core's: this only reports. */
+ * size) and its QEMU process; the VM's own settings as lv-own.c finds them. The decision managed /
+ * unmanaged / invalid is the core's: this only reports. */
 #define G_LOG_DOMAIN "softaffd"
 
 #include <stdlib.h>
@@ -78,63 +78,32 @@ static SaDomainXml *read_xml(virDomainPtr dom, unsigned int flags, GError **erro
     return x;
 }
 
-/* The persistent definition, or NULL in *conf for a transient domain. */
-static bool read_definition(virDomainPtr dom, SaDomainXml **conf, GError **error)
-{
-    int persistent = virDomainIsPersistent(dom);
-    *conf = NULL;
-    if (persistent < 0) {
-        lv_set_error(error, "asking whether the domain is persistent");
-        return false;
-    }
-    if (persistent == 1)
-        *conf = read_xml(dom, VIR_DOMAIN_XML_INACTIVE, error);
-    return persistent == 0 || *conf != NULL;
-}
-
-/* A transient domain's own pins: the first ones seen, in memory and in the state file. A
- * domain that was persistent until now (undefined while running) keeps its definition's. */
-static LvPins *first_seen_pins(LvDomain *h, SaDomainXml *live)
-{
-    bool first_seen = false;
-    g_autoptr(LvPins) known = lv_domain_own(h, &first_seen);
-    if (known && first_seen)
-        return g_steal_pointer(&known);
-    g_autoptr(LvPins) seen = known ? g_steal_pointer(&known) : lv_pins_take(live);
-    LvPins *own = lv_transient_first_seen(h->shared, h->uuid, live->name, live->n_vcpus, seen);
-    lv_domain_set_own(h, own, true);
-    return own;
-}
-
-/* The user's pins: live `virsh vcpupin` seen as events, else the VM's own. */
-static GPtrArray *vcpu_pins(LvDomain *h, const LvPins *own, guint n_vcpus)
-{
-    g_autoptr(GPtrArray) user = lv_domain_user_pins(h);
-    g_autoptr(GPtrArray) pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
-    bool any = false;
-    for (guint i = 0; i < n_vcpus; i++) {
-        const SaCpuSet *p = NULL;
-        if (user && i < user->len)
-            p = g_ptr_array_index(user, i);
-        if (!p && own->vcpupin && i < own->vcpupin->len)
-            p = g_ptr_array_index(own->vcpupin, i);
-        g_ptr_array_add(pins, p ? sa_cpuset_copy(p) : NULL);
-        any |= p != NULL;
-    }
-    return any ? g_steal_pointer(&pins) : NULL;
-}
-
-static SaVmFacts *build_facts(LvDomain *h, const SaDomainXml *live, const SaDomainXml *def,
-                              const LvPins *own)
+/* The facts: the VM's own settings per thread, and the user's softaff settings. */
+static SaVmFacts *build_facts(LvDomain *h, pid_t pid, const SaDomainXml *live, const SaOwnPins *own)
 {
     SaVmFacts *f = sa_vm_facts_new(h->uuid, live->name);
-    f->pid = find_qemu_pid(h->shared->uri, live->name);
+    f->pid = pid;
     f->n_vcpus = live->n_vcpus;
     f->memory_bytes = live->memory_bytes;
     f->vcpu_tids = NULL; /* the core finds the "CPU N/KVM" threads of pid */
-    f->vcpu_cpuset = def->vcpu_cpuset ? sa_cpuset_copy(def->vcpu_cpuset) : NULL;
-    f->vcpu_pins = vcpu_pins(h, own, live->n_vcpus);
+    f->vcpu_cpuset = own->vcpu_cpuset ? sa_cpuset_copy(own->vcpu_cpuset) : NULL;
+    if (own->vcpupin) {
+        f->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+        for (guint i = 0; i < live->n_vcpus; i++) {
+            const SaCpuSet *p = i < own->vcpupin->len ? g_ptr_array_index(own->vcpupin, i) : NULL;
+            g_ptr_array_add(f->vcpu_pins, p ? sa_cpuset_copy(p) : NULL);
+        }
+    }
     f->emulator_pin = own->emulatorpin ? sa_cpuset_copy(own->emulatorpin) : NULL;
+    if (live->iothread_ids) {
+        f->iothread_ids = g_array_copy(live->iothread_ids);
+        f->iothread_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+        for (guint i = 0; i < live->iothread_ids->len; i++) {
+            const SaCpuSet *p =
+                sa_own_pins_iothread(own, g_array_index(live->iothread_ids, guint, i));
+            g_ptr_array_add(f->iothread_pins, p ? sa_cpuset_copy(p) : NULL);
+        }
+    }
     f->has_settings = live->has_metadata;
     if (live->metadata_error)
         f->settings_error = g_strdup(live->metadata_error->message);
@@ -158,17 +127,9 @@ SaVmFacts *lv_discover(gpointer handle, GError **error)
         return NULL;
     }
     g_autoptr(SaDomainXml) live = read_xml(dom, 0, error);
-    g_autoptr(SaDomainXml) conf = NULL;
-    if (!live || !read_definition(dom, &conf, error))
+    if (!live)
         return NULL;
-    /* The live XML holds the I/O threads and their current pins (softaff's included). */
-    lv_domain_learn_iothreads(h, live);
-    g_autoptr(LvPins) own = NULL;
-    if (conf) {
-        own = lv_pins_take(conf);
-        lv_domain_set_own(h, own, false);
-    } else {
-        own = first_seen_pins(h, live);
-    }
-    return build_facts(h, live, conf ? conf : live, own);
+    pid_t pid = find_qemu_pid(h->shared->uri, live->name);
+    g_autoptr(SaOwnPins) own = lv_domain_adopt(h, pid, live);
+    return build_facts(h, pid, live, own);
 }

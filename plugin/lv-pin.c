@@ -1,4 +1,5 @@
-/* softaffd — the libvirt backend's commands (worker threads): pin, restore, write assigned=.
+/* softaffd — the libvirt backend's commands (worker threads): pin, restore, write assigned=, and
+ * the record of the VM's own settings in its metadata (lv-own.c says where they come from).
  *
  * Pins with virDomainPinVcpuFlags / virDomainPinEmulator / virDomainPinIOThread (live), so
  * that `virsh vcpuinfo` tells the truth. Each of those waits for the domain's job; each is made
@@ -30,8 +31,9 @@ static bool pin_vcpus(LvDomain *h, virDomainPtr dom, SaCpuSet *const *vcpus, gui
         if (!vcpus[i])
             continue;
         sa_cpuset_to_cpumap(vcpus[i], want, maplen);
+        g_autofree char *field = lv_field_vcpu(i);
         /* Before the write: its tunable event may come before this returns. */
-        lv_domain_note_applied(h, i, vcpus[i]);
+        lv_domain_note_applied(h, field, vcpus[i]);
         if (memcmp(maps + (gsize)i * maplen, want, maplen) == 0)
             continue;
         if (virDomainPinVcpuFlags(dom, i, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) < 0) {
@@ -43,7 +45,8 @@ static bool pin_vcpus(LvDomain *h, virDomainPtr dom, SaCpuSet *const *vcpus, gui
     return true;
 }
 
-static bool pin_emulator(virDomainPtr dom, const SaCpuSet *set, gsize maplen, GError **error)
+static bool pin_emulator(LvDomain *h, virDomainPtr dom, const SaCpuSet *set, gsize maplen,
+                         GError **error)
 {
     g_autofree unsigned char *current = g_malloc0(maplen);
     g_autofree unsigned char *want = g_malloc0(maplen);
@@ -52,17 +55,48 @@ static bool pin_emulator(virDomainPtr dom, const SaCpuSet *set, gsize maplen, GE
         lv_set_error(error, "reading the emulator pinning");
         return false;
     }
-    if (memcmp(current, want, maplen) != 0 &&
-        virDomainPinEmulator(dom, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    if (memcmp(current, want, maplen) == 0)
+        return true;
+    lv_domain_note_applied(h, LV_FIELD_EMULATOR, set);
+    if (virDomainPinEmulator(dom, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) < 0) {
         lv_set_error(error, "pinning the emulator threads");
         return false;
     }
     return true;
 }
 
-/* Gives each known I/O thread others, or (restore) its own pin when it has one. */
-static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCpuSet *others, const LvPins *own,
-                          gsize maplen, GError **error)
+/* The set the command gives I/O thread id, NULL when it names none (added since the facts). */
+static const SaCpuSet *iothread_set(const SaCommand *cmd, guint id)
+{
+    for (guint i = 0; i < cmd->n_iothreads; i++)
+        if (cmd->iothread_ids[i] == id)
+            return cmd->iothreads[i];
+    return NULL;
+}
+
+static bool pin_iothread(LvDomain *h, virDomainPtr dom, guint id, const SaCpuSet *set,
+                         unsigned char *want, gsize maplen, GError **error)
+{
+    g_autofree char *field = lv_field_iothread(id);
+    sa_cpuset_to_cpumap(set, want, maplen);
+    lv_domain_note_applied(h, field, set);
+    if (virDomainPinIOThread(dom, id, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) == 0) {
+        lv_domain_set_iothread_pin(h, id, set);
+    } else if (virGetLastErrorCode() == VIR_ERR_INVALID_ARG) {
+        /* Deleted since the last discover (`virsh iothreaddel`): nothing to pin. */
+        g_info("%s: I/O thread %u is gone: %s", h->name, id, virGetLastErrorMessage());
+        lv_domain_drop_iothread(h, id);
+    } else {
+        g_autofree char *what = g_strdup_printf("pinning I/O thread %u", id);
+        lv_set_error(error, what);
+        return false;
+    }
+    return true;
+}
+
+/* Gives each known I/O thread its set of the command (one added since: the emulator's). */
+static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCommand *cmd, gsize maplen,
+                          GError **error)
 {
     g_autoptr(GArray) ids = NULL;
     g_autoptr(GPtrArray) known = NULL;
@@ -71,59 +105,118 @@ static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCpuSet *others,
     g_autofree unsigned char *want = g_malloc0(maplen);
     for (guint i = 0; i < ids->len; i++) {
         guint id = g_array_index(ids, guint, i);
-        const SaCpuSet *set = lv_pins_iothread(own, id);
+        const SaCpuSet *set = iothread_set(cmd, id);
         const SaCpuSet *current = g_ptr_array_index(known, i);
         if (!set)
-            set = others;
+            set = cmd->others;
         if (current && sa_cpuset_equal(current, set))
             continue;
-        sa_cpuset_to_cpumap(set, want, maplen);
-        if (virDomainPinIOThread(dom, id, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) == 0) {
-            lv_domain_set_iothread_pin(h, id, set);
-        } else if (virGetLastErrorCode() == VIR_ERR_INVALID_ARG) {
-            /* Deleted since the last discover (`virsh iothreaddel`): nothing to pin. */
-            g_info("%s: I/O thread %u is gone: %s", h->name, id, virGetLastErrorMessage());
-            lv_domain_drop_iothread(h, id);
-        } else {
-            g_autofree char *what = g_strdup_printf("pinning I/O thread %u", id);
-            lv_set_error(error, what);
+        if (!pin_iothread(h, dom, id, set, want, maplen, error))
             return false;
-        }
     }
     return true;
 }
 
-static bool pin_threads(LvDomain *h, const SaCommand *cmd, const LvPins *own, GError **error)
+static bool pin_threads(LvDomain *h, const SaCommand *cmd, GError **error)
 {
     g_autoptr(virDomain) dom = lv_domain_get_dom(h);
     gsize maplen = lv_shared_maplen(h->shared);
     return pin_vcpus(h, dom, cmd->vcpus, cmd->n_vcpus, maplen, error) &&
-           pin_emulator(dom, cmd->others, maplen, error) &&
-           pin_iothreads(h, dom, cmd->others, own, maplen, error);
+           pin_emulator(h, dom, cmd->others, maplen, error) &&
+           pin_iothreads(h, dom, cmd, maplen, error);
+}
+
+/* Writes the softaff element (live): with softaffd's record of the VM's own settings, or
+ * without it (given back). An invalid element of the user's is never rewritten. */
+static bool write_element(LvDomain *h, bool with_own, GError **error)
+{
+    bool remove = false;
+    guint generation = 0;
+    g_autofree char *xml = lv_domain_element(h, with_own, &remove, &generation);
+    if (!xml && !remove) {
+        if (!with_own)
+            return true; /* the user's invalid element stays as it is */
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT,
+                    "its softaff metadata is invalid: its own settings cannot be recorded");
+        return false;
+    }
+    g_autoptr(virDomain) dom = lv_domain_get_dom(h);
+    if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, xml, remove ? NULL : SA_METADATA_KEY,
+                             SA_METADATA_NS, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+        lv_set_error(error, with_own ? "recording its own settings in the softaff metadata"
+                                     : "writing the softaff metadata");
+        return false;
+    }
+    lv_domain_element_written(h, with_own, remove, generation);
+    return true;
+}
+
+/* Before softaff's first pin (and after a user's pin changed them): the VM's own settings go
+ * into its metadata, so that nothing that carries the VM mistakes softaff's pins for them. */
+static bool ensure_recorded(LvDomain *h, GError **error)
+{
+    g_mutex_lock(&h->lock);
+    bool recorded = h->recorded;
+    bool known = h->own != NULL;
+    g_mutex_unlock(&h->lock);
+    if (recorded)
+        return true;
+    if (!known) {
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT, "its own settings are not known yet");
+        return false;
+    }
+    return write_element(h, true, error);
 }
 
 static bool lv_pin(gpointer handle, const SaCommand *cmd, GError **error)
 {
-    return pin_threads(handle, cmd, NULL, error);
+    return ensure_recorded(handle, error) && pin_threads(handle, cmd, error);
 }
 
-/* The core's sets for vCPUs and emulator; the I/O threads get their own pins back. */
+/* The VM's own settings as the backend knows them (newer than the core's when the user pinned
+ * a thread since the last report): each thread gets exactly its own set back. */
+static void own_command(const SaCommand *cmd, const SaOwnPins *own, SaCommand *out, GPtrArray *keep)
+{
+    *out = *cmd;
+    SaCpuSet **vcpus = g_new0(SaCpuSet *, MAX(cmd->n_vcpus, 1));
+    g_ptr_array_add(keep, vcpus);
+    for (guint i = 0; i < cmd->n_vcpus; i++) {
+        const SaCpuSet *p =
+            own->vcpupin && i < own->vcpupin->len ? g_ptr_array_index(own->vcpupin, i) : NULL;
+        vcpus[i] = p ? (SaCpuSet *)p : cmd->vcpus[i];
+    }
+    out->vcpus = vcpus;
+    if (own->emulatorpin)
+        out->others = own->emulatorpin;
+    SaCpuSet **io = g_new0(SaCpuSet *, MAX(cmd->n_iothreads, 1));
+    g_ptr_array_add(keep, io);
+    for (guint i = 0; i < cmd->n_iothreads; i++) {
+        const SaCpuSet *p = sa_own_pins_iothread(own, cmd->iothread_ids[i]);
+        io[i] = p ? (SaCpuSet *)p : cmd->iothreads[i];
+    }
+    out->iothreads = io;
+}
+
+/* Every thread back to its own set, then the record goes: the VM is as the user left it. */
 static bool lv_restore(gpointer handle, const SaCommand *cmd, GError **error)
 {
-    g_autoptr(LvPins) own = lv_domain_own(handle, NULL);
-    return pin_threads(handle, cmd, own, error);
+    LvDomain *h = handle;
+    g_autoptr(SaOwnPins) own = lv_domain_own(h);
+    g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
+    SaCommand mine;
+    if (own)
+        own_command(cmd, own, &mine, keep);
+    return pin_threads(h, own ? &mine : cmd, error) && write_element(h, false, error);
 }
 
 static bool lv_write_assigned(gpointer handle, const SaCommand *cmd, GError **error)
 {
-    g_autoptr(virDomain) dom = lv_domain_get_dom(handle);
-    g_autofree char *xml = sa_metadata_format(cmd->settings);
-    if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, xml, SA_METADATA_KEY, SA_METADATA_NS,
-                             VIR_DOMAIN_AFFECT_LIVE) < 0) {
-        lv_set_error(error, "writing the softaff metadata");
-        return false;
-    }
-    return true;
+    LvDomain *h = handle;
+    lv_domain_set_assigned(h, cmd->settings->assigned);
+    g_mutex_lock(&h->lock);
+    bool known = h->own != NULL;
+    g_mutex_unlock(&h->lock);
+    return write_element(h, known, error);
 }
 
 /* Main thread: a vCPU thread went away (vCPU unplug, reset); the domain is read again, and the

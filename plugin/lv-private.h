@@ -25,47 +25,31 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
  * alive after the SaLibvirt is gone (a stalled callback may return after the daemon stopped
  * listening to libvirt). */
 typedef struct {
-    gint refs;         /* atomic */
-    SaCore *core;      /* immutable; used on the main thread only (the core calls back there) */
-    gint host_cpus;    /* atomic: CPUs in libvirt's cpumaps (virNodeGetCPUMap at connect) */
-    char *uri;         /* immutable */
-    GMutex state_lock; /* guards state_path and the file it names */
-    char *state_path;  /* transient-domains.ini beside the control socket */
+    gint refs;      /* atomic */
+    SaCore *core;   /* immutable; used on the main thread only (the core calls back there) */
+    gint host_cpus; /* atomic: CPUs in libvirt's cpumaps (virNodeGetCPUMap at connect) */
+    char *uri;      /* immutable */
 } LvShared;
 
-LvShared *lv_shared_new(SaCore *core, const char *uri, const char *socket_path);
+LvShared *lv_shared_new(SaCore *core, const char *uri);
 LvShared *lv_shared_ref(LvShared *shared);
 void lv_shared_unref(LvShared *shared);
 /* Bytes of a cpumap for one thread. */
 gsize lv_shared_maplen(LvShared *shared);
 void lv_shared_set_host_cpus(LvShared *shared, int host_cpus);
-/* The state file goes beside the control socket. */
-void lv_shared_set_socket(LvShared *shared, const char *socket_path);
 
-/* A VM's own pinning, which softaff narrows and puts back: the persistent definition's, or a
- * transient domain's when softaff first saw it. Immutable once built (shared by reference). */
-typedef struct {
-    GPtrArray *vcpupin;     /* SaCpuSet* per vCPU (NULL entries: not pinned); NULL: none */
-    SaCpuSet *emulatorpin;  /* NULL: none */
-    GArray *iothread_ids;   /* guint, the I/O threads that have a pin; NULL: none */
-    GPtrArray *iothreadpin; /* SaCpuSet* per entry of iothread_ids */
-} LvPins;
-
-LvPins *lv_pins_new(void);
-/* Takes the pins out of x (they are NULL in x afterwards). */
-LvPins *lv_pins_take(SaDomainXml *x);
-LvPins *lv_pins_ref(LvPins *pins);
-void lv_pins_unref(LvPins *pins);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(LvPins, lv_pins_unref)
-void lv_pins_add_iothread(LvPins *pins, guint id, SaCpuSet *set);
-/* The pin of I/O thread id, or NULL. */
-const SaCpuSet *lv_pins_iothread(const LvPins *pins, guint id);
-
-/* How many writes per vCPU are remembered to recognise the tunable events they cause (an
+/* How many writes per thread are remembered to recognise the tunable events they cause (an
  * event may arrive after the next write). */
 #define LV_APPLIED_KEEP 4
 
-/* One running domain: the handle the core holds. */
+/* One running domain: the handle the core holds.
+ *
+ * The VM's own settings (own) are what softaff narrows and gives back. They come from softaffd's
+ * record in the live metadata (docs/metadata.md) when there is one, else from the live XML the
+ * first time the daemon sees this QEMU process; a user's live pin (a tunable event that is none
+ * of softaff's writes) changes them. They are recorded in the live metadata before softaff pins
+ * the VM first, so a restarted daemon, a save image or a migration stream carry them; the record
+ * is dropped again when softaff gives the threads back. */
 typedef struct {
     gint refs;        /* atomic */
     char *uuid;       /* immutable */
@@ -74,14 +58,22 @@ typedef struct {
 
     GMutex lock;              /* guards everything below */
     virDomainPtr dom;         /* referenced; of the current connection once it reconnected */
-    GPtrArray *applied;       /* per vCPU: GPtrArray of the SaCpuSet* softaff wrote, newest
-                                 last, at most LV_APPLIED_KEEP; NULL entries: none yet */
-    GPtrArray *user_pins;     /* SaCpuSet* per vCPU the user pinned live (tunable events) */
+    pid_t pid;                /* the QEMU process the state below is about (0: not yet read) */
+    GHashTable *applied;      /* tunable field -> GPtrArray of the SaCpuSet* softaff wrote,
+                                 newest last, at most LV_APPLIED_KEEP */
     GArray *iothread_ids;     /* guint: the I/O threads, as the last discover found them */
     GPtrArray *iothread_pins; /* SaCpuSet* per entry of iothread_ids: its pinning as known
                                  (live XML, then softaff's writes), NULL: unknown */
-    LvPins *own;              /* the VM's own pinning, NULL until discovered */
-    bool own_first_seen;      /* own is a transient domain's pinning when first seen: kept */
+    SaOwnPins *own;           /* the VM's own settings, NULL until discovered */
+    guint own_generation;     /* bumped whenever own changes */
+    bool recorded;            /* own is in the live metadata as it is now */
+    /* The live softaff element as last read, to write it back with softaffd's child changed. */
+    bool element_ok;  /* there is none, or it is valid (an invalid one is never rewritten) */
+    bool has_element; /* there is one */
+    guint user_attrs; /* SaMetadataUserAttrs of the element */
+    SaMetadata user;  /* its user attributes */
+    bool created;     /* softaffd created it */
+    int assigned;     /* the home recorded, -1 none */
 } LvDomain;
 
 /* The callbacks the core calls (lv-pin.c). */
@@ -94,38 +86,48 @@ void lv_domain_unref(gpointer handle);
 void lv_domain_set_dom(LvDomain *h, virDomainPtr dom);
 /* A new reference to the domain object (free with virDomainFree). */
 virDomainPtr lv_domain_get_dom(LvDomain *h);
-/* Worker: softaff is about to give vCPU vcpu the set. */
-void lv_domain_note_applied(LvDomain *h, guint vcpu, const SaCpuSet *set);
-/* Main thread: a tunable event. Records the user's own live vCPU pins (a pin that is none of
- * softaff's recent writes) and the I/O thread pins it names; true when the facts should be
- * read again (a user pin, an I/O thread softaff did not know). */
+
+/* The tunable field of a thread: "cputune.vcpupin3", "cputune.emulatorpin",
+ * "cputune.iothreadpin1" (what libvirt names in its tunable events). */
+char *lv_field_vcpu(guint vcpu);
+#define LV_FIELD_EMULATOR VIR_DOMAIN_TUNABLE_CPU_EMULATORPIN
+char *lv_field_iothread(guint id);
+/* Worker: softaff is about to give the thread of field the set. */
+void lv_domain_note_applied(LvDomain *h, const char *field, const SaCpuSet *set);
+/* Main thread: a tunable event. A pin that is none of softaff's recent writes is the user's:
+ * it becomes the thread's own setting. True when the facts should be read again (a user pin, an
+ * I/O thread softaff did not know). */
 bool lv_domain_tunables(LvDomain *h, const virTypedParameter *params, int n_params);
-/* A copy of the user's live pins (SaCpuSet* per vCPU, NULL entries), or NULL when none. */
-GPtrArray *lv_domain_user_pins(LvDomain *h);
-/* Worker: the I/O threads of the live XML and their pins become the known ones. */
-void lv_domain_learn_iothreads(LvDomain *h, const SaDomainXml *live);
+
+/* Worker: takes in the live XML of QEMU process pid (another process than before starts the
+ * state over): the I/O threads and their pins, the softaff element, and the VM's own settings
+ * (kept when known, else the record, else the live XML's). Returns a copy of own. */
+SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live);
+/* A copy of the VM's own settings, NULL when not discovered yet. */
+SaOwnPins *lv_domain_own(LvDomain *h);
+/* The softaff element to write (for virDomainSetMetadata): the user's attributes as read, and
+ * softaffd's child with assigned and, when with_own, the record. *remove: write nothing but
+ * remove the element (softaffd created it and nothing is left in it). NULL (and false) when the
+ * live element is invalid: it is the user's to fix, never rewritten. *generation: own's. */
+char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generation);
+/* Worker: the element of lv_domain_element(with_own, removed, generation) was written. */
+void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint generation);
+/* Worker: the home softaff chose, for the next element written. */
+void lv_domain_set_assigned(LvDomain *h, int assigned);
+/* Under h->lock (lv-own.c): the I/O threads of the live XML and their pins become the known
+ * ones. */
+void lv_domain_learn_iothreads_locked(LvDomain *h, const SaDomainXml *live);
 /* Copies of the known I/O threads and pins; false when there is none. */
 bool lv_domain_iothreads(LvDomain *h, GArray **ids, GPtrArray **pins);
 /* Worker: I/O thread id now has set. */
 void lv_domain_set_iothread_pin(LvDomain *h, guint id, const SaCpuSet *set);
 /* Worker: I/O thread id no longer exists. */
 void lv_domain_drop_iothread(LvDomain *h, guint id);
-/* A reference to the VM's own pins (NULL when not discovered yet); *first_seen tells whether
- * they are a transient domain's first-seen pins. */
-LvPins *lv_domain_own(LvDomain *h, bool *first_seen);
-void lv_domain_set_own(LvDomain *h, LvPins *own, bool first_seen);
 
-/* Sets error from libvirt's last error of this thread: the domain is gone (VIR_ERR_NO_DOMAIN,
- * VIR_ERR_OPERATION_INVALID) or the failure is transient. */
+/* Sets error from libvirt's last error of this thread: the domain is gone (VIR_ERR_NO_DOMAIN
+ * only: libvirt reports cgroup write failures and more as VIR_ERR_OPERATION_INVALID) or the
+ * failure is transient. */
 void lv_set_error(GError **error, const char *what);
-
-/* The transient-domain state file (lv-transient.c), any thread. */
-/* The pins recorded for this domain, else records seen and returns it (a new reference). */
-LvPins *lv_transient_first_seen(LvShared *shared, const char *uuid, const char *name, guint n_vcpus,
-                                LvPins *seen);
-void lv_transient_forget(LvShared *shared, const char *uuid);
-/* Drops the records of domains not in running (uuid set). */
-void lv_transient_prune(LvShared *shared, GHashTable *running);
 
 /* Worker callbacks (lv-discover.c, lv-pin.c). */
 SaVmFacts *lv_discover(gpointer handle, GError **error);
