@@ -71,6 +71,7 @@ static SaConfig *test_config(void)
     cfg->policy.smoothing = 1.0;
     cfg->command_timeout_ms = 100;
     cfg->stop_timeout_ms = 300;
+    cfg->interval_ms = 3 * STEP_MS; /* the first back-off of a failed pin */
     return cfg;
 }
 
@@ -318,7 +319,8 @@ static void test_restore_on_shutdown(Fx *fx, gconstpointer data)
     g_assert_cmpint(last_pin, >=, 0);
     g_assert_cmpint(find_line(log, pa, (guint)last_pin + 1), ==, -1);
     g_assert_cmpint(last_pin, <, ia);
-    g_assert_cmpuint(count_in_log("restored: vCPUs back to their allowed set 0-3"), ==, 2);
+    g_assert_cmpuint(count_in_log("restored: every thread back to its own set (vCPUs: 0-3)"), ==,
+                     2);
 }
 
 /* SIGHUP's path: a new configuration and topology; homes are decided again, counters go on. */
@@ -367,18 +369,29 @@ static void test_vanish_mid_tick(Fx *fx, gconstpointer data)
     g_assert_cmpuint(count_in_log("a: stopped; forgotten"), ==, 1);
 }
 
-/* A transient failure is logged once and retried every tick until it works. */
+/* A transient failure keeps the VM, is logged once, shown in the status, and tried again with
+ * a back-off (one tick, then doubling) until it works. */
 static void test_apply_transient(Fx *fx, gconstpointer data)
 {
     TVm *a = add_vm(fx, "a", 2, 0, 0.2);
     rec_vm_set_mode(a->rec, REC_TRANSIENT);
-    step(fx, 4);
+    /* 24 steps of 15 ms: back-offs of 45, 90, 180 ms (interval 45 ms) leave room for ~4. */
+    step(fx, 24);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
-    g_assert_cmpuint(count_in_log("a: pinning failed, retrying next tick"), ==, 1);
+    guint tries = rec_vm_attempts(a->rec);
+    g_test_message("%u tries in 24 ticks", tries);
+    g_assert_cmpuint(tries, >=, 2);
+    g_assert_cmpuint(tries, <=, 6);
+    g_assert_cmpuint(count_in_log("a: pinning failed, trying again later"), ==, 1);
     g_assert_cmpint(core_vm(fx, a)->status, ==, SA_VM_MANAGED);
+    g_autofree char *err = status_member(fx, "a", "error");
+    g_assert_nonnull(strstr(err, "injected"));
     rec_vm_set_mode(a->rec, REC_OK);
-    step(fx, 1);
+    for (guint i = 0; i < 40 && rec_vm_pins(a->rec) == 0; i++)
+        step(fx, 1);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_autofree char *cleared = status_member(fx, "a", "error");
+    g_assert_cmpstr(cleared, ==, "null");
     g_autofree char *va = rec_vm_last_vcpus(a->rec);
     g_assert_cmpstr(va, ==, "0-1");
 }
@@ -508,6 +521,57 @@ static void test_discover(Fx *fx, gconstpointer data)
     rec_vm_unref(r);
 }
 
+/* Each thread gets the policy's set within its own: vCPU 0 pinned by the user to CPU 3 stays
+ * there while vCPU 1 goes home (node 0); the emulator keeps its pin, an I/O thread its own, the
+ * unpinned one follows the emulator's set; restore gives every thread exactly its own set. */
+static void test_per_thread_own(Fx *fx, gconstpointer data)
+{
+    g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
+    TVm *v = &fx->vms[fx->n_vms++];
+    v->key = g_strdup("key-own");
+    v->pid = 1900;
+    v->n_vcpus = 2;
+    fake_host_add_process(fx->host, v->pid, 2);
+    g_autoptr(SaVmFacts) f = vm_facts(v, "own", 0);
+    f->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    g_ptr_array_add(f->vcpu_pins, sa_cpuset_parse("3", NULL));
+    g_ptr_array_add(f->vcpu_pins, NULL);
+    f->emulator_pin = sa_cpuset_parse("1-2", NULL);
+    f->iothread_ids = g_array_new(FALSE, FALSE, sizeof(guint));
+    guint ids[] = {1, 2};
+    g_array_append_vals(f->iothread_ids, ids, 2);
+    f->iothread_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    g_ptr_array_add(f->iothread_pins, sa_cpuset_parse("2-3", NULL));
+    g_ptr_array_add(f->iothread_pins, NULL);
+    v->rec = rec_vm_new(v->key, f);
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
+    g_assert_cmpuint(step_until_pinned(fx, v, "3", 8), <=, 8);
+    g_autofree char *pinned = rec_vm_last_threads(v->rec);
+    g_assert_cmpstr(pinned, ==, "vcpus=3;0-1 emulator=1 io1=2-3 io2=0-1");
+    g_autofree char *json = sa_core_status_json(fx->core);
+    g_assert_nonnull(strstr(json, "\"own\":{\"vcpus\":[\"3\",\"0-3\"],\"emulator\":\"1-2\","
+                                  "\"iothreads\":{\"1\":\"2-3\",\"2\":\"0-3\"}}"));
+    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_settle(fx->core, 2000);
+    g_autofree char *restored = rec_vm_last_threads(v->rec);
+    g_assert_cmpstr(restored, ==, "vcpus=3;0-3 emulator=1-2 io1=2-3 io2=0-3");
+}
+
+/* A new QEMU process behind a known key is a new VM: its decisions start over. */
+static void test_new_process(Fx *fx, gconstpointer data)
+{
+    TVm *a = add_vm(fx, "a", 2, 1, 0.2);
+    g_assert_cmpuint(step_until_pinned(fx, a, "2-3", 8), <=, 8);
+    g_assert_cmpuint(g_queue_get_length(core_vm(fx, a)->decisions), >, 0);
+    a->pid += 7;
+    fake_host_add_process(fx->host, a->pid, 2);
+    g_autoptr(SaVmFacts) f = vm_facts(a, "a", 1);
+    sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
+    g_assert_cmpuint(count_in_log("a: a new QEMU process"), ==, 1);
+    g_assert_cmpuint(g_queue_get_length(core_vm(fx, a)->decisions), ==, 0);
+    g_assert_cmpint(core_vm(fx, a)->facts->pid, ==, a->pid);
+}
+
 /* ---- the managed/unmanaged rule, from a table ---- */
 
 typedef struct {
@@ -536,9 +600,13 @@ static const JudgeRow judge_rows[] = {
     {"explicit, settings", true, SA_MODE_SOFT, SA_MANAGE_EXPLICIT, NULL, NULL, 10, NULL,
      SA_VM_MANAGED, "mode soft", "0-3"},
     {"user pins", false, SA_MODE_SOFT, SA_MANAGE_ALL, "1", NULL, 10, NULL, SA_VM_UNMANAGED,
-     "pinned by the user", "1"},
+     "pinned by the user", "0-3"},
+    /* vCPU 0 pinned to 3, vCPU 1 has the <vcpu cpuset>: together they may use 2-3 (a partial
+     * pin never narrows the other vCPUs). */
     {"user pins, settings", true, SA_MODE_SOFT, SA_MANAGE_ALL, "3", "2-3", 10, NULL, SA_VM_MANAGED,
-     "allowed CPUs 3", "3"},
+     "allowed CPUs 2-3", "2-3"},
+    {"pin outside the cpuset", true, SA_MODE_SOFT, SA_MANAGE_ALL, "0", "2-3", 10, NULL,
+     SA_VM_MANAGED, "allowed CPUs 0,2-3", "0,2-3"},
     {"no online CPU", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, "8-9", 10, NULL, SA_VM_UNMANAGED,
      "no online CPU", ""},
     {"no process", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 0, NULL, SA_VM_UNMANAGED,
@@ -596,6 +664,8 @@ int main(int argc, char **argv)
     ADD("/core/many-stalled", test_many_stalled);
     ADD("/core/stopped-process", test_stopped_process);
     ADD("/core/discover", test_discover);
+    ADD("/core/per-thread-own", test_per_thread_own);
+    ADD("/core/new-process", test_new_process);
 #undef ADD
     return g_test_run();
 }

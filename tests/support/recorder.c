@@ -12,8 +12,9 @@ struct RecVm {
     RecMode mode;
     guint releases;
     gboolean blocked;
-    guint pins, restores, writes;
+    guint pins, restores, writes, attempts;
     char *last_vcpus;
+    char *last_threads;
     int last_assigned;
 };
 
@@ -63,6 +64,14 @@ static SaVmFacts *facts_copy(const SaVmFacts *f)
         }
     }
     c->emulator_pin = f->emulator_pin ? sa_cpuset_copy(f->emulator_pin) : NULL;
+    if (f->iothread_ids) {
+        c->iothread_ids = g_array_copy(f->iothread_ids);
+        c->iothread_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+        for (guint i = 0; i < f->iothread_pins->len; i++) {
+            const SaCpuSet *p = g_ptr_array_index(f->iothread_pins, i);
+            g_ptr_array_add(c->iothread_pins, p ? sa_cpuset_copy(p) : NULL);
+        }
+    }
     c->has_settings = f->has_settings;
     c->settings = f->settings;
     c->settings_error = g_strdup(f->settings_error);
@@ -105,6 +114,7 @@ void rec_vm_unref(RecVm *r)
     sa_vm_facts_free(r->facts);
     g_free(r->key);
     g_free(r->last_vcpus);
+    g_free(r->last_threads);
     g_mutex_clear(&r->lock);
     g_cond_clear(&r->cond);
     g_free(r);
@@ -140,10 +150,19 @@ void rec_vm_release(RecVm *r)
         return v;                                                                                  \
     }
 GETTER(guint, rec_vm_pins, pins)
+GETTER(guint, rec_vm_attempts, attempts)
 GETTER(guint, rec_vm_restores, restores)
 GETTER(guint, rec_vm_writes, writes)
 GETTER(int, rec_vm_last_assigned, last_assigned)
 GETTER(gboolean, rec_vm_blocked, blocked)
+
+char *rec_vm_last_threads(RecVm *r)
+{
+    g_mutex_lock(&r->lock);
+    char *t = g_strdup(r->last_threads ? r->last_threads : "");
+    g_mutex_unlock(&r->lock);
+    return t;
+}
 
 char *rec_vm_last_vcpus(RecVm *r)
 {
@@ -177,11 +196,31 @@ static gboolean rec_outcome(RecVm *r, const char *what, GError **error)
     }
 }
 
+/* Every thread's set: "vcpus=1;0-3 emulator=0-1 io1=2". */
+static char *describe_threads(const SaCommand *cmd)
+{
+    GString *s = g_string_new("vcpus=");
+    for (guint i = 0; i < cmd->n_vcpus; i++) {
+        g_autofree char *v = sa_cpuset_format(cmd->vcpus[i]);
+        g_string_append_printf(s, "%s%s", i ? ";" : "", v);
+    }
+    g_autofree char *e = sa_cpuset_format(cmd->others);
+    g_string_append_printf(s, " emulator=%s", e);
+    for (guint i = 0; i < cmd->n_iothreads; i++) {
+        g_autofree char *io = sa_cpuset_format(cmd->iothreads[i]);
+        g_string_append_printf(s, " io%u=%s", cmd->iothread_ids[i], io);
+    }
+    return g_string_free(s, FALSE);
+}
+
 static gboolean rec_threads(RecVm *r, const char *what, const SaCommand *cmd, GError **error)
 {
     g_mutex_lock(&r->lock);
+    r->attempts++;
     gboolean ok = rec_outcome(r, what, error);
     if (ok) {
+        g_free(r->last_threads);
+        r->last_threads = describe_threads(cmd);
         g_autofree char *vcpus = cmd->n_vcpus ? sa_cpuset_format(cmd->vcpus[0]) : g_strdup("");
         g_autofree char *others = sa_cpuset_format(cmd->others);
         g_free(r->last_vcpus);

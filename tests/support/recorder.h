@@ -29,6 +29,10 @@ void rec_vm_set_mode(RecVm *r, RecMode mode);
 void rec_vm_release(RecVm *r);
 /* Counters of commands that returned. */
 guint rec_vm_pins(RecVm *r);
+/* Pins and restores tried, failed ones included. */
+guint rec_vm_attempts(RecVm *r);
+/* Every thread's set of the last successful pin or restore: "vcpus=1;0-3 emulator=0-1 io1=2". */
+char *rec_vm_last_threads(RecVm *r);
 guint rec_vm_restores(RecVm *r);
 guint rec_vm_writes(RecVm *r);
 /* The vCPU set of the last successful pin or restore (vCPU 0), "" before any; g_free. */
