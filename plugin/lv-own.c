@@ -94,7 +94,8 @@ char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generat
     g_mutex_lock(&h->lock);
     char *xml = NULL;
     *generation = h->own_generation;
-    if (h->element_ok) {
+    /* Before the first discover the user's element is not known: nothing may be written. */
+    if (h->own && h->element_ok) {
         SaMetadata md = h->user;
         md.assigned = h->assigned;
         SaMetadataRecord rec = {

@@ -137,7 +137,8 @@ static bool write_element(LvDomain *h, bool with_own, GError **error)
         if (!with_own)
             return true; /* the user's invalid element stays as it is */
         g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT,
-                    "its softaff metadata is invalid: its own settings cannot be recorded");
+                    "its softaff metadata is invalid or not read yet: its own settings cannot "
+                    "be recorded");
         return false;
     }
     g_autoptr(virDomain) dom = lv_domain_get_dom(h);
@@ -216,7 +217,11 @@ static bool lv_write_assigned(gpointer handle, const SaCommand *cmd, GError **er
     g_mutex_lock(&h->lock);
     bool known = h->own != NULL;
     g_mutex_unlock(&h->lock);
-    return write_element(h, known, error);
+    if (!known) {
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT, "its domain XML was not read yet");
+        return false;
+    }
+    return write_element(h, true, error);
 }
 
 /* Main thread: a vCPU thread went away (vCPU unplug, reset); the domain is read again, and the

@@ -107,8 +107,9 @@ SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live);
 SaOwnPins *lv_domain_own(LvDomain *h);
 /* The softaff element to write (for virDomainSetMetadata): the user's attributes as read, and
  * softaffd's child with assigned and, when with_own, the record. *remove: write nothing but
- * remove the element (softaffd created it and nothing is left in it). NULL (and false) when the
- * live element is invalid: it is the user's to fix, never rewritten. *generation: own's. */
+ * remove the element (softaffd created it and nothing is left in it). NULL (and false) before
+ * the first discover, and when the live element is invalid: it is the user's to fix, never
+ * rewritten. *generation: own's. */
 char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generation);
 /* Worker: the element of lv_domain_element(with_own, removed, generation) was written. */
 void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint generation);

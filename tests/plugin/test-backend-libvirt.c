@@ -19,6 +19,10 @@
 #include "lv-private.h"
 #include "sa-error.h"
 
+#ifndef SA_METADATA_RECORD_AUTO
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SaMetadataRecord, sa_metadata_record_clear)
+#endif
+
 #define WEB_UUID "6f1d1a44-5e5b-4c1c-9b52-000000000001"
 #define SCRATCH_UUID "6f1d1a44-5e5b-4c1c-9b52-000000000002"
 #define OFF_UUID "6f1d1a44-5e5b-4c1c-9b52-000000000003"
@@ -455,10 +459,33 @@ static void test_connect_discover(Fixture *f, gconstpointer data)
     g_assert_cmpuint(fake.iothread_info, ==, 0);
 }
 
-static char *state_file(void)
+static virTypedParameter string_param(const char *field, char *value)
 {
-    g_autofree char *dir = g_path_get_dirname(fake.cfg.socket);
-    return g_build_filename(dir, "transient-domains.ini", NULL);
+    virTypedParameter p = {.type = VIR_TYPED_PARAM_STRING};
+    g_strlcpy(p.field, field, sizeof(p.field));
+    p.value.s = value;
+    return p;
+}
+
+/* The live softaff element, parsed: false when there is none. */
+static bool live_element(LvDomain *h, SaMetadata *md, SaMetadataRecord *rec, guint *attrs)
+{
+    g_autoptr(virDomain) dom = lv_domain_get_dom(h);
+    char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, SA_METADATA_NS,
+                                     VIR_DOMAIN_AFFECT_LIVE);
+    if (!xml)
+        return false;
+    g_autoptr(GError) error = NULL;
+    g_test_message("live element: %s", xml);
+    g_assert_true(sa_metadata_parse_full(xml, strlen(xml), md, rec, attrs, &error));
+    free(xml);
+    return true;
+}
+
+static void assert_pin(const GPtrArray *pins, guint i, const char *expected)
+{
+    const SaCpuSet *set = pins && i < pins->len ? g_ptr_array_index(pins, i) : NULL;
+    assert_cpuset(set, expected);
 }
 
 /* A command for n vCPUs: each vCPU its cpulist (';'-separated), the other threads others. */
@@ -571,6 +598,27 @@ static void test_pin(Fixture *f, gconstpointer data)
     g_autofree char *iothreads = live_iothread_pins(web);
     g_assert_cmpstr(iothreads, ==, "1=6-7 2=6-7");
 
+    /* Before the first pin, the VM's own settings went into its element, beside the user's
+     * attributes. */
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    g_assert_cmpint(md.mode, ==, SA_MODE_STRICT);
+    g_assert_cmpint(md.preferred, ==, 1);
+    g_assert_cmpint(md.softness, ==, 30);
+    g_assert_cmpuint(attrs, ==,
+                     SA_METADATA_HAS_MODE | SA_METADATA_HAS_PREFERRED | SA_METADATA_HAS_SOFTNESS);
+    g_assert_false(rec.created);
+    g_assert_nonnull(rec.own);
+    g_assert_cmpuint(rec.own->n_vcpus, ==, 4);
+    assert_cpuset(rec.own->vcpu_cpuset, "0-5");
+    assert_pin(rec.own->vcpupin, 0, "(none)");
+    assert_pin(rec.own->vcpupin, 1, "2-3");
+    assert_cpuset(rec.own->emulatorpin, "4-5");
+    assert_cpuset(sa_own_pins_iothread(rec.own, 2), "5");
+    assert_cpuset(sa_own_pins_iothread(rec.own, 1), "(none)");
+
     /* The same command again: nothing to write. */
     reset_counts();
     g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
@@ -601,6 +649,30 @@ static void test_restore(Fixture *f, gconstpointer data)
     g_assert_cmpuint(fake.pin_vcpu, ==, 4);
     g_assert_cmpuint(fake.pin_iothread, ==, 2);
     g_assert_cmpuint(fake.iothread_info, ==, 0);
+    /* Given back: the record goes, the user's element stays. */
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    g_assert_null(rec.own);
+    g_assert_cmpint(md.mode, ==, SA_MODE_STRICT);
+    test_command_clear(&pin);
+    test_command_clear(&restore);
+}
+
+/* restore gives back what the backend knows best: a thread's own set even when the core's
+ * command says otherwise (a user's pin it has not heard of yet). */
+static void test_restore_own(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand pin, restore;
+    test_command_init(&pin, WEB_UUID, "6;6;7;7", "0");
+    test_command_init(&restore, WEB_UUID, "0-7;0-7;0-7;0-7", "0-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &pin.cmd, &error));
+    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
+    g_autofree char *after = live_pinning(web, 4);
+    g_assert_cmpstr(after, ==, "0-7 2-3 0-7 0-7 | 4-5");
     test_command_clear(&pin);
     test_command_clear(&restore);
 }
@@ -631,11 +703,18 @@ static void test_write_assigned(Fixture *f, gconstpointer data)
 {
     connect_backend(f);
     LvDomain *web = handle_of(WEB_UUID);
-    SaMetadata md = {SA_MODE_STRICT, 1, 30, 1};
+    /* The core's effective settings: only assigned is written, the rest is the user's. */
+    SaMetadata md = {SA_MODE_SOFT, -1, 50, 1};
     SaCommand cmd = {.key = WEB_UUID, .name = "web", .settings = &md};
     g_autoptr(GError) error = NULL;
+    /* Never before the domain was read: its element is not known. */
+    g_assert_false(command(lv_backend_ops.write_assigned, web, &cmd, &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_TRANSIENT);
+    g_clear_error(&error);
+    g_autoptr(SaVmFacts) first = discover(web, &error);
     g_assert_true(command(lv_backend_ops.write_assigned, web, &cmd, &error));
     g_assert_no_error(error);
+    md = (SaMetadata){SA_MODE_STRICT, 1, 30, 1};
 
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, SA_METADATA_NS,
@@ -647,7 +726,7 @@ static void test_write_assigned(Fixture *f, gconstpointer data)
     g_assert_cmpmem(&got, sizeof(got), &md, sizeof(md));
 
     run_events();
-    g_assert_cmpuint(count_discovered(WEB_UUID), ==, 2);
+    g_assert_cmpuint(count_discovered(WEB_UUID), ==, 3);
     g_autoptr(SaVmFacts) facts = discover(web, &error);
     g_assert_cmpint(facts->settings.assigned, ==, 1);
 }
@@ -670,8 +749,10 @@ static void test_settings_error(Fixture *f, gconstpointer data)
                     "softaff metadata: softness=\"150\" is out of range (allowed: 0-100)");
 }
 
-/* A transient domain's own pins are the first ones seen, also for a restarted daemon. */
-static void test_transient(Fixture *f, gconstpointer data)
+/* A domain without softaff metadata: softaffd's element (created="yes") records its own pins
+ * before the first pin; a restarted daemon (a new handle) takes them from there, not from the
+ * live XML that now holds softaff's pins; restore gives them back and removes the element. */
+static void test_record(Fixture *f, gconstpointer data)
 {
     connect_backend(f);
     LvDomain *scratch = handle_of(SCRATCH_UUID);
@@ -679,47 +760,72 @@ static void test_transient(Fixture *f, gconstpointer data)
     g_autoptr(SaVmFacts) first = discover(scratch, &error);
     g_assert_no_error(error);
     g_assert_cmpint(first->pid, ==, -1); /* no QEMU in the fake /proc */
-    assert_cpuset(g_ptr_array_index(first->vcpu_pins, 0), "6");
-    g_assert_null(g_ptr_array_index(first->vcpu_pins, 1));
-    g_autofree char *path = state_file();
-    g_autoptr(GKeyFile) kf = g_key_file_new();
-    g_assert_true(g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, NULL));
-    g_autofree char *name = g_key_file_get_string(kf, SCRATCH_UUID, "name", NULL);
-    g_autofree char *pin0 = g_key_file_get_string(kf, SCRATCH_UUID, "vcpupin0", NULL);
-    g_assert_cmpstr(name, ==, "scratch");
-    g_assert_cmpstr(pin0, ==, "6");
-    g_assert_false(g_key_file_has_key(kf, SCRATCH_UUID, "vcpupin1", NULL));
+    g_assert_false(first->has_settings);
+    assert_pin(first->vcpu_pins, 0, "6");
+    assert_pin(first->vcpu_pins, 1, "(none)");
 
-    /* softaff pins it: the live XML now holds its pins. */
     TestCommand t;
     test_command_init(&t, SCRATCH_UUID, "0-3;0-3", "4");
     g_assert_true(command(lv_backend_ops.pin, scratch, &t.cmd, &error));
     test_command_clear(&t);
-    g_autoptr(SaVmFacts) again = discover(scratch, &error);
-    assert_cpuset(g_ptr_array_index(again->vcpu_pins, 0), "6");
-    g_assert_null(g_ptr_array_index(again->vcpu_pins, 1));
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(scratch, &md, &rec, &attrs));
+    g_assert_true(rec.created);
+    g_assert_cmpuint(attrs, ==, 0);
+    assert_pin(rec.own->vcpupin, 0, "6");
+    g_assert_null(rec.own->emulatorpin);
 
-    /* A new handle, as after a restart, reads the state file. */
+    /* Softaff's pins in the live XML are not the VM's own: the element without user
+     * attributes is no user metadata either. */
     g_autoptr(virDomain) dom = lv_domain_get_dom(scratch);
     LvDomain *fresh = lv_domain_new(scratch->shared, SCRATCH_UUID, "scratch", dom);
     g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
     g_assert_no_error(error);
-    assert_cpuset(g_ptr_array_index(restarted->vcpu_pins, 0), "6");
-    g_assert_null(g_ptr_array_index(restarted->vcpu_pins, 1));
+    g_assert_false(restarted->has_settings);
+    assert_pin(restarted->vcpu_pins, 0, "6");
+    assert_pin(restarted->vcpu_pins, 1, "(none)");
     g_assert_null(restarted->emulator_pin);
-    lv_domain_unref(fresh);
 
-    /* Stopped: forgotten, and so is its record. */
-    g_assert_cmpint(virDomainDestroy(dom), ==, 0);
-    run_events();
-    g_assert_cmpuint(fake.forgotten->len, ==, 1);
-    g_assert_cmpstr(g_ptr_array_index(fake.forgotten, 0), ==, SCRATCH_UUID ": stopped");
-    g_autoptr(GKeyFile) after = g_key_file_new();
-    g_assert_true(g_key_file_load_from_file(after, path, G_KEY_FILE_NONE, NULL));
-    g_assert_false(g_key_file_has_group(after, SCRATCH_UUID));
+    TestCommand restore;
+    test_command_init(&restore, SCRATCH_UUID, "6;0-7", "0-7");
+    g_assert_true(command(lv_backend_ops.restore, fresh, &restore.cmd, &error));
+    g_assert_no_error(error);
+    test_command_clear(&restore);
+    g_autofree char *after = live_pinning(fresh, 2);
+    g_assert_cmpstr(after, ==, "6 0-7 | 0-7");
+    SaMetadata gone;
+    g_auto(SaMetadataRecord) none = {0};
+    g_assert_false(live_element(fresh, &gone, &none, &attrs));
+    lv_domain_unref(fresh);
 }
 
-/* A running domain undefined (now transient) keeps its definition's pins, not softaff's. */
+/* A user's live pins, seen as tunable events, are the VM's own from then on: recorded again
+ * before the next pin. */
+static void test_user_pin_recorded(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    virTypedParameter user[] = {string_param("cputune.vcpupin0", "7"),
+                                string_param("cputune.emulatorpin", "1")};
+    g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "7");
+    assert_pin(rec.own->vcpupin, 1, "2-3");
+    assert_cpuset(rec.own->emulatorpin, "1");
+    test_command_clear(&t);
+}
+
+/* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
+ * daemon finds them in the record. */
 static void test_undefined_while_running(Fixture *f, gconstpointer data)
 {
     LvDomain *web = connect_discover_web(f);
@@ -732,35 +838,26 @@ static void test_undefined_while_running(Fixture *f, gconstpointer data)
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     g_assert_cmpint(virDomainUndefine(dom), ==, 0);
     run_events();
-    g_assert_cmpuint(count_discovered(WEB_UUID), ==, 2);
     g_autoptr(SaVmFacts) facts = discover(web, &error);
     g_assert_no_error(error);
-    g_assert_null(g_ptr_array_index(facts->vcpu_pins, 0));
-    assert_cpuset(g_ptr_array_index(facts->vcpu_pins, 1), "2-3");
+    assert_pin(facts->vcpu_pins, 0, "(none)");
+    assert_pin(facts->vcpu_pins, 1, "2-3");
     assert_cpuset(facts->emulator_pin, "4-5");
 
-    g_autofree char *path = state_file();
-    g_autoptr(GKeyFile) kf = g_key_file_new();
-    g_assert_true(g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, NULL));
-    g_autofree char *pin1 = g_key_file_get_string(kf, WEB_UUID, "vcpupin1", NULL);
-    g_autofree char *emulator = g_key_file_get_string(kf, WEB_UUID, "emulatorpin", NULL);
-    g_autofree char *io2 = g_key_file_get_string(kf, WEB_UUID, "iothreadpin2", NULL);
-    g_assert_cmpstr(pin1, ==, "2-3");
-    g_assert_cmpstr(emulator, ==, "4-5");
-    g_assert_cmpstr(io2, ==, "5");
-    g_assert_false(g_key_file_has_key(kf, WEB_UUID, "vcpupin0", NULL));
-    g_assert_false(g_key_file_has_key(kf, WEB_UUID, "iothreadpin1", NULL));
-
-    /* A restarted daemon restores its I/O thread from the record. */
+    /* A restarted daemon restores from the record. */
     LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
     g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
     g_assert_no_error(error);
+    assert_pin(restarted->vcpu_pins, 1, "2-3");
+    assert_cpuset(restarted->emulator_pin, "4-5");
     TestCommand restore;
     test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
     g_assert_true(command(lv_backend_ops.restore, fresh, &restore.cmd, &error));
     test_command_clear(&restore);
     g_autofree char *iothreads = live_iothread_pins(fresh);
     g_assert_cmpstr(iothreads, ==, "1=4-5 2=5");
+    g_autofree char *pins = live_pinning(fresh, 4);
+    g_assert_cmpstr(pins, ==, "0-5 2-3 0-5 0-5 | 4-5");
     lv_domain_unref(fresh);
 }
 
@@ -811,14 +908,6 @@ static void test_sync_forgets(Fixture *f, gconstpointer data)
     g_assert_cmpuint(count_discovered(SCRATCH_UUID), ==, 3);
 }
 
-static virTypedParameter string_param(const char *field, char *value)
-{
-    virTypedParameter p = {.type = VIR_TYPED_PARAM_STRING};
-    g_strlcpy(p.field, field, sizeof(p.field));
-    p.value.s = value;
-    return p;
-}
-
 /* Tunable events (the test driver sends none for pins: the callback's logic is called as the
  * event would): softaff's own writes are recognised, the user's are kept and reported. */
 static void test_tunables(Fixture *f, gconstpointer data)
@@ -836,7 +925,9 @@ static void test_tunables(Fixture *f, gconstpointer data)
                                 string_param("cputune.vcpupin0", "2-3"),
                                 string_param("cputune.emulatorpin", "6-7")};
     g_assert_false(lv_domain_tunables(web, ours, G_N_ELEMENTS(ours)));
-    g_assert_null(lv_domain_user_pins(web));
+    g_autoptr(SaVmFacts) before = discover(web, &error);
+    assert_pin(before->vcpu_pins, 0, "(none)");
+    assert_cpuset(before->emulator_pin, "4-5");
 
     /* `virsh vcpupin web 3 7 --live` */
     virTypedParameter user[] = {string_param("cputune.vcpupin3", "7")};
@@ -846,9 +937,13 @@ static void test_tunables(Fixture *f, gconstpointer data)
     assert_cpuset(g_ptr_array_index(after->vcpu_pins, 3), "7");
     g_assert_null(g_ptr_array_index(after->vcpu_pins, 0));
 
-    /* An I/O thread pin: the known pinning follows; an unknown I/O thread asks for a discover. */
+    /* A user's I/O thread pin: its own from now on, and the known pinning follows; an unknown
+     * I/O thread asks for a discover. */
     virTypedParameter io[] = {string_param("cputune.iothreadpin1", "3")};
-    g_assert_false(lv_domain_tunables(web, io, G_N_ELEMENTS(io)));
+    g_assert_true(lv_domain_tunables(web, io, G_N_ELEMENTS(io)));
+    g_autoptr(SaVmFacts) io_after = discover(web, &error);
+    assert_pin(io_after->iothread_pins, 0, "3");
+    assert_pin(io_after->iothread_pins, 1, "5");
     reset_counts();
     g_assert_true(command(lv_backend_ops.pin, web, &t2.cmd, &error));
     g_assert_cmpuint(fake.pin_iothread, ==, 1);
@@ -890,7 +985,7 @@ static void test_handle_new_connection(Fixture *f, gconstpointer data)
     g_autoptr(virDomain) da = virDomainLookupByUUIDString(a, WEB_UUID);
     g_autoptr(virDomain) da2 = virDomainLookupByUUIDString(a, WEB_UUID);
     g_autoptr(virDomain) db = virDomainLookupByUUIDString(b, WEB_UUID);
-    LvShared *shared = lv_shared_new(CORE, f->uri, fake.cfg.socket);
+    LvShared *shared = lv_shared_new(CORE, f->uri);
     LvDomain *h = lv_domain_new(shared, WEB_UUID, "web", da);
     lv_shared_unref(shared);
 
@@ -925,8 +1020,12 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/settings-error", Fixture, NULL, fixture_setup, test_settings_error,
                fixture_teardown);
-    g_test_add("/backend-libvirt/transient", Fixture, NULL, fixture_setup, test_transient,
+    g_test_add("/backend-libvirt/restore-own", Fixture, NULL, fixture_setup, test_restore_own,
                fixture_teardown);
+    g_test_add("/backend-libvirt/record", Fixture, NULL, fixture_setup, test_record,
+               fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-recorded", Fixture, NULL, fixture_setup,
+               test_user_pin_recorded, fixture_teardown);
     g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
                test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
