@@ -100,24 +100,24 @@ bool sa_metadata_check_host(const SaMetadata *md, const SaTopology *topo, GError
 typedef struct {
     char *name;
     char *uuid;
-    guint n_vcpus;          /* current vCPUs */
-    guint64 memory_bytes;   /* <currentMemory>, else <memory> */
-    SaCpuSet *vcpu_cpuset;  /* <vcpu cpuset='...'>, NULL when absent */
-    GPtrArray *vcpupin;     /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
-                               for vCPUs without one; NULL when there is no <vcpupin> */
-    SaCpuSet *emulatorpin;  /* <cputune><emulatorpin cpuset>, NULL when absent */
-    GArray *iothread_ids;   /* guint: the I/O thread ids, from <iothreadids>, else (and for
-                               the rest of <iothreads>N) the lowest ids not taken, from 1 as
-                               libvirt numbers them; NULL when the domain has no I/O thread */
-    GPtrArray *iothreadpin; /* SaCpuSet* per entry of iothread_ids from <cputune><iothreadpin>
-                               (NULL entries: not pinned); NULL exactly when iothread_ids is */
-    bool has_metadata;      /* a softaff element with the user's settings was present: not one
-                               softaffd created that holds no user attribute */
-    bool has_element;       /* a softaff element was present (the user's or softaffd's) */
-    guint metadata_attrs;   /* SaMetadataUserAttrs of the element */
-    SaMetadata metadata;    /* valid only when has_element and metadata_error == NULL */
+    guint n_vcpus;           /* current vCPUs */
+    guint64 memory_bytes;    /* <currentMemory>, else <memory> */
+    SaCpuSet *vcpu_cpuset;   /* <vcpu cpuset='...'>, NULL when absent */
+    GPtrArray *vcpupin;      /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
+                                for vCPUs without one; NULL when there is no <vcpupin> */
+    SaCpuSet *emulatorpin;   /* <cputune><emulatorpin cpuset>, NULL when absent */
+    GArray *iothread_ids;    /* guint: the I/O thread ids, from <iothreadids>, else (and for
+                                the rest of <iothreads>N) the lowest ids not taken, from 1 as
+                                libvirt numbers them; NULL when the domain has no I/O thread */
+    GPtrArray *iothreadpin;  /* SaCpuSet* per entry of iothread_ids from <cputune><iothreadpin>
+                                (NULL entries: not pinned); NULL exactly when iothread_ids is */
+    bool has_metadata;       /* a softaff element with the user's settings was present: not one
+                                softaffd created that holds no user attribute */
+    bool has_element;        /* a softaff element was present (the user's or softaffd's) */
+    guint metadata_attrs;    /* SaMetadataUserAttrs of the element */
+    SaMetadata metadata;     /* valid only when has_element and metadata_error == NULL */
     SaMetadataRecord record; /* softaffd's child of the element (own NULL: none) */
-    GError *metadata_error; /* the softaff element was present but invalid */
+    GError *metadata_error;  /* the softaff element was present but invalid */
 } SaDomainXml;
 
 void sa_domain_xml_free(SaDomainXml *d);
