@@ -335,6 +335,58 @@ static void restore_cputune(xmlNode *root, const SaOwnPins *own, const char *qna
     *changed = true;
 }
 
+/* The domain's vCPUs at most (<vcpu>'s text), 0 when it cannot be read. */
+static guint max_vcpus(xmlNode *root)
+{
+    xmlNode *vcpu = plain_child(root, "vcpu");
+    xmlChar *raw = vcpu != NULL ? xmlNodeGetContent(vcpu) : NULL;
+    g_autofree char *text = g_strstrip(g_strdup(raw != NULL ? (const char *)raw : ""));
+    guint64 n = 0;
+
+    xmlFree(raw);
+    return sa_xml_parse_number(text, G_MAXUINT, &n) == SA_XML_NUMBER_OK ? (guint)n : 0;
+}
+
+static bool has_iothread(const SaDomainXml *d, guint id)
+{
+    for (guint i = 0; d->iothread_ids != NULL && i < d->iothread_ids->len; i++)
+        if (g_array_index(d->iothread_ids, guint, i) == id)
+            return true;
+    return false;
+}
+
+/* own without the pins of vCPUs and I/O threads the domain no longer has (a vCPU or I/O
+ * thread removed since the record): libvirt refuses such a pin, and so would the restore or
+ * migration. d may be NULL (the domain could not be read): nothing is left out. */
+static SaOwnPins *fit_to_domain(const SaOwnPins *own, xmlNode *root, const SaDomainXml *d,
+                                const char *qname)
+{
+    SaOwnPins *fit = sa_own_pins_copy(own);
+    guint max = max_vcpus(root);
+
+    /* From the top: removing a pin may shorten the array, never below the next one. */
+    for (guint v = fit->vcpupin != NULL ? fit->vcpupin->len : 0; max > 0 && v > max; v--) {
+        if (fit->vcpupin == NULL || v > fit->vcpupin->len ||
+            g_ptr_array_index(fit->vcpupin, v - 1) == NULL)
+            continue;
+        g_message("domain %s: recorded <vcpupin vcpu=\"%u\"> left out: the domain has %u vCPUs",
+                  qname, v - 1, max);
+        sa_own_pins_set_vcpu(fit, v - 1, NULL);
+    }
+    for (guint i = 0; d != NULL && fit->iothread_ids != NULL && i < fit->iothread_ids->len;) {
+        guint id = g_array_index(fit->iothread_ids, guint, i);
+        if (has_iothread(d, id)) {
+            i++;
+            continue;
+        }
+        g_message("domain %s: recorded <iothreadpin iothread=\"%u\"> left out: the domain has "
+                  "no such I/O thread",
+                  qname, id);
+        sa_own_pins_set_iothread(fit, id, NULL);
+    }
+    return fit;
+}
+
 /* The child <softaffd> of the softaff element, or NULL. */
 static xmlNode *record_node(xmlNode *element)
 {
@@ -405,15 +457,16 @@ static char *quoted_name(xmlNode *root)
 }
 
 /* Rewrites the document for the valid softaff element e (parsed from element). */
-static bool rewrite_element(xmlNode *root, xmlNode *element, const Element *e,
+static bool rewrite_element(xmlNode *root, xmlNode *element, const Element *e, const SaDomainXml *d,
                             const SaTopology *topo, bool *changed, GError **error)
 {
     g_autofree char *qname = quoted_name(root);
 
     if (e->rec.own != NULL) {
-        if (!restore_vcpu_cpuset(root, e->rec.own, qname, changed, error))
+        g_autoptr(SaOwnPins) own = fit_to_domain(e->rec.own, root, d, qname);
+        if (!restore_vcpu_cpuset(root, own, qname, changed, error))
             return false;
-        restore_cputune(root, e->rec.own, qname, changed);
+        restore_cputune(root, own, qname, changed);
     }
     if (!drop_daemon_data(element, e, qname, changed, error))
         return false;
@@ -465,7 +518,9 @@ bool sa_domain_xml_rewrite_for_host(const char *xml, gsize len, const SaTopology
     if (!sa_metadata_parse_node(element, &e.md, &e.rec, &e.attrs, error))
         return false;
     bool changed = false;
-    bool ok = rewrite_element(root, element, &e, topo, &changed, error);
+    /* The domain as softaff reads it, for its I/O thread ids. */
+    g_autoptr(SaDomainXml) d = e.rec.own != NULL ? sa_domain_xml_parse(xml, len, NULL) : NULL;
+    bool ok = rewrite_element(root, element, &e, d, topo, &changed, error);
     sa_metadata_record_clear(&e.rec);
     if (!ok || !changed)
         return ok;

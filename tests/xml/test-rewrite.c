@@ -523,6 +523,46 @@ static void test_record_already_own(void)
     g_test_assert_expected_messages();
 }
 
+/* Pins of vCPUs and I/O threads the domain no longer has are left out: libvirt would refuse
+ * the whole document, and with it the restore or migration. */
+static void test_record_gone_threads(void)
+{
+    g_autofree char *xml = pinned_with(
+        "<softaff:affinity " NS " mode=\"soft\"><softaffd><own vcpus=\"4\">"
+        "<vcpupin vcpu=\"1\" cpuset=\"3\"/><vcpupin vcpu=\"3\" cpuset=\"2\"/>"
+        "<iothreadpin iothread=\"2\" cpuset=\"1\"/><iothreadpin iothread=\"1\" cpuset=\"0\"/>"
+        "</own></softaffd></softaff:affinity>");
+    g_autofree char *expected = g_strconcat(PINNED_HEAD, "<softaff:affinity " NS " mode=\"soft\"/>",
+                                            "\n  </metadata>\n"
+                                            "  <vcpu placement=\"static\">2</vcpu>\n"
+                                            "  <iothreads>1</iothreads>\n"
+                                            "  <cputune>\n"
+                                            "    <shares>2048</shares>\n"
+                                            "    <vcpupin vcpu=\"1\" cpuset=\"3\"/>\n"
+                                            "    <iothreadpin iothread=\"1\" cpuset=\"0\"/>\n"
+                                            "    <period>100000</period>\n"
+                                            "  </cputune>\n",
+                                            PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own = own_of("<affinity><softaffd><own vcpus=\"4\"><vcpupin vcpu=\"1\" "
+                                      "cpuset=\"3\"/><iothreadpin iothread=\"1\" cpuset=\"0\"/>"
+                                      "</own></softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: recorded <vcpupin vcpu=\"3\"> left out: the domain "
+                          "has 2 vCPUs");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: recorded <iothreadpin iothread=\"2\"> left out: the "
+                          "domain has no such I/O thread");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*removed <vcpu cpuset*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "*4 pin(s) replaced*(vcpu 1: 3, iothread 1: 0)");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*dropped softaffd's*");
+    /* rewrite_expect compares the result with own, taken with the domain's vCPU count. */
+    own->n_vcpus = 2;
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+}
+
 /* An invalid record: nothing is rewritten, the error names it. */
 static void test_record_invalid(void)
 {
@@ -582,6 +622,7 @@ int main(int argc, char **argv)
     g_test_add_func("/rewrite/record/none-created", test_record_none_created);
     g_test_add_func("/rewrite/record/new-cputune", test_record_new_cputune);
     g_test_add_func("/rewrite/record/already-own", test_record_already_own);
+    g_test_add_func("/rewrite/record/gone-threads", test_record_gone_threads);
     g_test_add_func("/rewrite/record/invalid", test_record_invalid);
     return g_test_run();
 }
