@@ -41,10 +41,13 @@ SaOwnPins *sa_own_pins_new(void);
 SaOwnPins *sa_own_pins_copy(const SaOwnPins *pins);
 void sa_own_pins_free(SaOwnPins *pins);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaOwnPins, sa_own_pins_free)
+/* By meaning: a missing vcpupin tail is no pin; the order of I/O thread pins does not count. */
 bool sa_own_pins_equal(const SaOwnPins *a, const SaOwnPins *b);
 /* The pin of I/O thread id, or NULL. */
 const SaCpuSet *sa_own_pins_iothread(const SaOwnPins *pins, guint id);
-/* Sets (copies) or, with set NULL, removes vCPU vcpu's / I/O thread id's pin. */
+/* Sets (copies) or, with set NULL, removes vCPU vcpu's / I/O thread id's pin (the element is
+ * valid with vcpu below n_vcpus, id from 1). Removing keeps one form per meaning: no NULL
+ * tail in vcpupin, NULL arrays when no pin is left. */
 void sa_own_pins_set_vcpu(SaOwnPins *pins, guint vcpu, const SaCpuSet *set);
 void sa_own_pins_set_iothread(SaOwnPins *pins, guint id, const SaCpuSet *set);
 
@@ -87,7 +90,8 @@ bool sa_metadata_parse_full(const char *xml, gsize len, SaMetadata *out, SaMetad
                             guint *user_attrs, GError **error);
 /* Formats the element for virDomainSetMetadata (no namespace declaration: libvirt adds it),
  * e.g. <affinity mode="soft" preferred="auto" softness="50" assigned="1"/>. Unset attributes
- * are left out. */
+ * are left out. assigned goes in the legacy attribute, which parse still reads; a writer that
+ * knows the record uses sa_metadata_format_full. */
 char *sa_metadata_format(const SaMetadata *md);
 /* The element with softaffd's child: the user attributes named by user_attrs (none when 0),
  * then <softaffd> with md->assigned (when >= 0), rec->created and rec->own (rec may be NULL:
