@@ -23,15 +23,22 @@ static const char *libvirt_message(void)
     return e && e->message ? e->message : "unknown libvirt error";
 }
 
+/* The element of one definition: the user's attributes and softaffd's child, which set keeps. */
+typedef struct {
+    SaMetadata md;
+    SaMetadataRecord rec;
+    guint attrs; /* SaMetadataUserAttrs present */
+} Element;
+
 /* The element as it is now in the live (or, for a stopped VM / --config, persistent)
  * definition; an absent element gives the defaults. */
-static bool read_current(virDomainPtr dom, unsigned int flags, SaMetadata *md, GError **error)
+static bool read_current(virDomainPtr dom, unsigned int flags, Element *e, GError **error)
 {
-    sa_metadata_init(md);
+    sa_metadata_init(&e->md);
     char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, SA_METADATA_NS, flags);
     if (!xml) {
-        virErrorPtr e = virGetLastError();
-        if (e && e->code == VIR_ERR_NO_DOMAIN_METADATA) {
+        virErrorPtr err = virGetLastError();
+        if (err && err->code == VIR_ERR_NO_DOMAIN_METADATA) {
             virResetLastError();
             return true;
         }
@@ -39,7 +46,7 @@ static bool read_current(virDomainPtr dom, unsigned int flags, SaMetadata *md, G
                     libvirt_message());
         return false;
     }
-    bool ok = sa_metadata_parse(xml, strlen(xml), md, error);
+    bool ok = sa_metadata_parse_full(xml, strlen(xml), &e->md, &e->rec, &e->attrs, error);
     free(xml);
     if (!ok)
         g_prefix_error(error, "the VM's current softaff metadata is invalid (fix it with --mode, "
@@ -164,21 +171,27 @@ static unsigned int target_flags(const SetOptions *o, virDomainPtr dom)
     return flags;
 }
 
-/* The element of one definition with the new values: it keeps its other attributes; a new
- * preferred drops the old assigned, and the persistent definition never has one. */
-static void merge_wanted(SaMetadata *md, const SetOptions *o, const SaMetadata *wanted,
+/* The element of one definition with the new values: it keeps its other attributes and
+ * softaffd's record of the VM's own settings; a new preferred drops the old assigned, and the
+ * persistent definition never has one. mode and preferred are always written (as before the
+ * record existed), so the element now holds the user's settings: no longer "created". */
+static void merge_wanted(Element *e, const SetOptions *o, const SaMetadata *wanted,
                          unsigned int which)
 {
     if (o->mode)
-        md->mode = wanted->mode;
+        e->md.mode = wanted->mode;
     if (o->preferred) {
-        md->preferred = wanted->preferred;
-        md->assigned = -1;
+        e->md.preferred = wanted->preferred;
+        e->md.assigned = -1;
     }
-    if (o->softness >= 0)
-        md->softness = wanted->softness;
+    if (o->softness >= 0) {
+        e->md.softness = wanted->softness;
+        e->attrs |= SA_METADATA_HAS_SOFTNESS;
+    }
     if (which == VIR_DOMAIN_AFFECT_CONFIG)
-        md->assigned = -1; /* assigned= is live only */
+        e->md.assigned = -1; /* assigned is live only */
+    e->attrs |= SA_METADATA_HAS_MODE | SA_METADATA_HAS_PREFERRED;
+    e->rec.created = false;
 }
 
 /* Reads, merges, checks against this host and writes one definition (live or persistent). */
@@ -187,18 +200,20 @@ static int write_definition(virDomainPtr dom, const char *name, unsigned int whi
 {
     const char *label = which == VIR_DOMAIN_AFFECT_LIVE ? "live" : "persistent";
     g_autoptr(GError) error = NULL;
-    SaMetadata md;
+    Element e = {.attrs = 0};
 
-    bool ok = read_current(dom, which, &md, &error);
+    bool ok = read_current(dom, which, &e, &error);
     if (ok) {
-        merge_wanted(&md, o, wanted, which);
-        ok = sa_metadata_check_host(&md, topo, &error);
+        merge_wanted(&e, o, wanted, which);
+        ok = sa_metadata_check_host(&e.md, topo, &error);
     }
     if (!ok) {
         fprintf(stderr, "softaffctl: %s: %s\n", name, error->message);
+        sa_metadata_record_clear(&e.rec);
         return SA_CTL_FAILED;
     }
-    g_autofree char *xml = sa_metadata_format(&md);
+    g_autofree char *xml = sa_metadata_format_full(&e.md, e.attrs, &e.rec);
+    sa_metadata_record_clear(&e.rec);
     if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, xml, SA_METADATA_KEY, SA_METADATA_NS,
                              which) < 0) {
         fprintf(stderr, "softaffctl: %s: writing the %s metadata: %s\n", name, label,

@@ -9,7 +9,9 @@
  *                     [hook] strict=true), then tell softaffd the VM is coming
  *   started begin, stopped end, release end     tell softaffd
  *   migrate begin, restore begin                rewrite host-specific softaff data for this
- *                     host on stdout (nothing on stdout = the XML is unchanged)
+ *                     host on stdout (nothing on stdout = the XML is unchanged): drop assigned,
+ *                     make an unknown preferred auto, and put back the VM's own pins that
+ *                     softaffd recorded in place of the ones softaff set (docs/metadata.md)
  *
  * Notifications are one request on softaffd's control socket (control/sa-control-client.h), with
  * SA_HOOK_TIMEOUT_MS for connect, write and reply together; a missing daemon is not an error. */
@@ -221,6 +223,7 @@ static int do_prepare(const char *domain, SaVmEvent event)
     } else if (d->metadata_error != NULL) {
         problem = g_error_copy(d->metadata_error);
     } else if (d->has_metadata && d->metadata.mode != SA_MODE_OFF) {
+        /* The user's element only: one softaffd created holds no setting of the user's. */
         g_autoptr(SaTopology) topo = load_topology(cfg, domain);
         if (topo != NULL)
             sa_metadata_check_host(&d->metadata, topo, &problem);

@@ -26,6 +26,7 @@ void sa_domain_xml_free(SaDomainXml *d)
     g_clear_pointer(&d->emulatorpin, sa_cpuset_free);
     g_clear_pointer(&d->iothread_ids, g_array_unref);
     g_clear_pointer(&d->iothreadpin, g_ptr_array_unref);
+    sa_metadata_record_clear(&d->record);
     g_clear_error(&d->metadata_error);
     g_free(d);
 }
@@ -81,36 +82,9 @@ static bool parse_uint(const char *where, const char *value, guint64 min, guint6
     return false;
 }
 
-/* libvirt's cpuset syntax: a cpulist where an entry "^N" removes CPU N again ("0-7,^3"). */
 static SaCpuSet *parse_cpuset(const char *where, const char *value, GError **error)
 {
-    g_autoptr(SaCpuSet) set = sa_cpuset_new();
-    g_autoptr(SaCpuSet) removed = sa_cpuset_new();
-    g_auto(GStrv) parts = g_strsplit(value, ",", -1);
-    g_autoptr(GError) local = NULL;
-
-    for (char **p = parts; *p != NULL; p++) {
-        const char *item = g_strstrip(*p);
-        bool negate = item[0] == '^';
-        g_autoptr(SaCpuSet) one = NULL;
-
-        if (item[0] != '\0' && !(negate && item[1] == '\0'))
-            one = sa_cpuset_parse(negate ? item + 1 : item, &local);
-        if (one == NULL || (negate && sa_cpuset_count(one) != 1)) {
-            g_autofree char *q = sa_xml_quote(value);
-            g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": %s \"%s\" is not a cpuset%s%s",
-                        where, q, local != NULL ? ": " : "", local != NULL ? local->message : "");
-            return NULL;
-        }
-        sa_cpuset_union(negate ? removed : set, one);
-    }
-    sa_cpuset_subtract(set, removed);
-    if (sa_cpuset_is_empty(set)) {
-        g_autofree char *q = sa_xml_quote(value);
-        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, WHAT ": %s \"%s\" names no CPU", where, q);
-        return NULL;
-    }
-    return g_steal_pointer(&set);
+    return sa_xml_parse_cpuset(WHAT, where, value, error);
 }
 
 /* libvirt's scaled integers: <memory unit='MiB'>512</memory>; KiB when there is no unit. */
@@ -384,6 +358,8 @@ static void parse_metadata(const xmlNode *metadata, SaDomainXml *d)
     if (found == NULL)
         return;
 
+    /* An invalid element counts as the user's: what it means is not known. */
+    d->has_element = true;
     d->has_metadata = true;
     if (count > 1) {
         g_set_error(&d->metadata_error, SA_ERROR, SA_ERROR_PARSE,
@@ -392,8 +368,13 @@ static void parse_metadata(const xmlNode *metadata, SaDomainXml *d)
                     count);
         return;
     }
-    if (!sa_metadata_parse_node(found, &d->metadata, &d->metadata_error))
+    if (!sa_metadata_parse_node(found, &d->metadata, &d->record, &d->metadata_attrs,
+                                &d->metadata_error)) {
         sa_metadata_init(&d->metadata);
+        return;
+    }
+    /* What softaffd made for a VM without settings holds none of the user's. */
+    d->has_metadata = !(d->record.created && d->metadata_attrs == 0);
 }
 
 SaDomainXml *sa_domain_xml_parse(const char *xml, gsize len, GError **error)

@@ -18,8 +18,9 @@ SaXmlNumber sa_xml_parse_number(const char *text, guint64 max, guint64 *out)
         if (*p < '0' || *p > '9')
             return SA_XML_NUMBER_SYNTAX;
         guint digit = (guint)(*p - '0');
-        /* Keep scanning after an overflow: "99999999999999999999x" is a syntax error. */
-        if (too_big || value > (max - digit) / 10)
+        /* Keep scanning after an overflow: "99999999999999999999x" is a syntax error. max -
+         * digit would wrap for a single digit above a small max ("2" for 0-1). */
+        if (too_big || digit > max || value > (max - digit) / 10)
             too_big = true;
         else
             value = value * 10 + digit;

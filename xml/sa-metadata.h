@@ -41,10 +41,13 @@ SaOwnPins *sa_own_pins_new(void);
 SaOwnPins *sa_own_pins_copy(const SaOwnPins *pins);
 void sa_own_pins_free(SaOwnPins *pins);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaOwnPins, sa_own_pins_free)
+/* By meaning: a missing vcpupin tail is no pin; the order of I/O thread pins does not count. */
 bool sa_own_pins_equal(const SaOwnPins *a, const SaOwnPins *b);
 /* The pin of I/O thread id, or NULL. */
 const SaCpuSet *sa_own_pins_iothread(const SaOwnPins *pins, guint id);
-/* Sets (copies) or, with set NULL, removes vCPU vcpu's / I/O thread id's pin. */
+/* Sets (copies) or, with set NULL, removes vCPU vcpu's / I/O thread id's pin (the element is
+ * valid with vcpu below n_vcpus, id from 1). Removing keeps one form per meaning: no NULL
+ * tail in vcpupin, NULL arrays when no pin is left. */
 void sa_own_pins_set_vcpu(SaOwnPins *pins, guint vcpu, const SaCpuSet *set);
 void sa_own_pins_set_iothread(SaOwnPins *pins, guint id, const SaCpuSet *set);
 
@@ -87,7 +90,8 @@ bool sa_metadata_parse_full(const char *xml, gsize len, SaMetadata *out, SaMetad
                             guint *user_attrs, GError **error);
 /* Formats the element for virDomainSetMetadata (no namespace declaration: libvirt adds it),
  * e.g. <affinity mode="soft" preferred="auto" softness="50" assigned="1"/>. Unset attributes
- * are left out. */
+ * are left out. assigned goes in the legacy attribute, which parse still reads; a writer that
+ * knows the record uses sa_metadata_format_full. */
 char *sa_metadata_format(const SaMetadata *md);
 /* The element with softaffd's child: the user attributes named by user_attrs (none when 0),
  * then <softaffd> with md->assigned (when >= 0), rec->created and rec->own (rec may be NULL:
@@ -100,24 +104,24 @@ bool sa_metadata_check_host(const SaMetadata *md, const SaTopology *topo, GError
 typedef struct {
     char *name;
     char *uuid;
-    guint n_vcpus;          /* current vCPUs */
-    guint64 memory_bytes;   /* <currentMemory>, else <memory> */
-    SaCpuSet *vcpu_cpuset;  /* <vcpu cpuset='...'>, NULL when absent */
-    GPtrArray *vcpupin;     /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
-                               for vCPUs without one; NULL when there is no <vcpupin> */
-    SaCpuSet *emulatorpin;  /* <cputune><emulatorpin cpuset>, NULL when absent */
-    GArray *iothread_ids;   /* guint: the I/O thread ids, from <iothreadids>, else (and for
-                               the rest of <iothreads>N) the lowest ids not taken, from 1 as
-                               libvirt numbers them; NULL when the domain has no I/O thread */
-    GPtrArray *iothreadpin; /* SaCpuSet* per entry of iothread_ids from <cputune><iothreadpin>
-                               (NULL entries: not pinned); NULL exactly when iothread_ids is */
-    bool has_metadata;      /* a softaff element with the user's settings was present: not one
-                               softaffd created that holds no user attribute */
-    bool has_element;       /* a softaff element was present (the user's or softaffd's) */
-    guint metadata_attrs;   /* SaMetadataUserAttrs of the element */
-    SaMetadata metadata;    /* valid only when has_element and metadata_error == NULL */
+    guint n_vcpus;           /* current vCPUs */
+    guint64 memory_bytes;    /* <currentMemory>, else <memory> */
+    SaCpuSet *vcpu_cpuset;   /* <vcpu cpuset='...'>, NULL when absent */
+    GPtrArray *vcpupin;      /* SaCpuSet* per vCPU id from <cputune><vcpupin>, NULL entries
+                                for vCPUs without one; NULL when there is no <vcpupin> */
+    SaCpuSet *emulatorpin;   /* <cputune><emulatorpin cpuset>, NULL when absent */
+    GArray *iothread_ids;    /* guint: the I/O thread ids, from <iothreadids>, else (and for
+                                the rest of <iothreads>N) the lowest ids not taken, from 1 as
+                                libvirt numbers them; NULL when the domain has no I/O thread */
+    GPtrArray *iothreadpin;  /* SaCpuSet* per entry of iothread_ids from <cputune><iothreadpin>
+                                (NULL entries: not pinned); NULL exactly when iothread_ids is */
+    bool has_metadata;       /* a softaff element with the user's settings was present: not one
+                                softaffd created that holds no user attribute */
+    bool has_element;        /* a softaff element was present (the user's or softaffd's) */
+    guint metadata_attrs;    /* SaMetadataUserAttrs of the element */
+    SaMetadata metadata;     /* valid only when has_element and metadata_error == NULL */
     SaMetadataRecord record; /* softaffd's child of the element (own NULL: none) */
-    GError *metadata_error; /* the softaff element was present but invalid */
+    GError *metadata_error;  /* the softaff element was present but invalid */
 } SaDomainXml;
 
 void sa_domain_xml_free(SaDomainXml *d);

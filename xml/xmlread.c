@@ -150,3 +150,91 @@ xmlDoc *sa_xml_read(const char *xml, gsize len, const char *what, GError **error
     g_free(st.first_error);
     return doc;
 }
+
+char *sa_xml_attr_value(const xmlAttr *attr)
+{
+    xmlChar *raw = xmlNodeListGetString(attr->doc, attr->children, 1);
+    char *value = g_strdup(raw != NULL ? (const char *)raw : "");
+    xmlFree(raw);
+    return value;
+}
+
+bool sa_xml_is_blank(const xmlChar *text)
+{
+    for (const xmlChar *p = text; p != NULL && *p != '\0'; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            return false;
+    return true;
+}
+
+bool sa_xml_is_ours(const xmlNode *n)
+{
+    return n->type == XML_ELEMENT_NODE &&
+           (n->ns == NULL || g_strcmp0((const char *)n->ns->href, SA_METADATA_NS) == 0);
+}
+
+void sa_xml_unexpected_element(const xmlNode *c, const char *parent, const char *allowed,
+                               GError **error)
+{
+    g_autofree char *q = sa_xml_quote((const char *)c->name);
+    g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                "softaff metadata: unexpected element <%s> inside <%s> (allowed: %s)", q, parent,
+                allowed);
+}
+
+SaXmlChild sa_xml_child_kind(const xmlNode *c, const char *parent, const char *allowed,
+                             GError **error)
+{
+    if (c->type == XML_ELEMENT_NODE && !sa_xml_is_ours(c)) {
+        g_autofree char *q = sa_xml_quote((const char *)c->name);
+        g_autofree char *qns = sa_xml_quote((const char *)c->ns->href);
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    "softaff metadata: unexpected element <%s> in namespace %s inside <%s> "
+                    "(allowed: %s)",
+                    q, qns, parent, allowed);
+        return SA_XML_CHILD_BAD;
+    }
+    if (c->type == XML_ELEMENT_NODE)
+        return SA_XML_CHILD_ELEMENT;
+    if ((c->type == XML_TEXT_NODE || c->type == XML_CDATA_SECTION_NODE) &&
+        !sa_xml_is_blank(c->content)) {
+        g_autofree char *q = sa_xml_quote((const char *)c->content);
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE,
+                    "softaff metadata: unexpected text \"%s\" inside <%s> (allowed: %s)", q, parent,
+                    allowed);
+        return SA_XML_CHILD_BAD;
+    }
+    return SA_XML_CHILD_SKIP;
+}
+
+SaCpuSet *sa_xml_parse_cpuset(const char *what, const char *where, const char *value,
+                              GError **error)
+{
+    g_autoptr(SaCpuSet) set = sa_cpuset_new();
+    g_autoptr(SaCpuSet) removed = sa_cpuset_new();
+    g_auto(GStrv) parts = g_strsplit(value, ",", -1);
+    g_autoptr(GError) local = NULL;
+
+    for (char **p = parts; *p != NULL; p++) {
+        const char *item = g_strstrip(*p);
+        bool negate = item[0] == '^';
+        g_autoptr(SaCpuSet) one = NULL;
+
+        if (item[0] != '\0' && !(negate && item[1] == '\0'))
+            one = sa_cpuset_parse(negate ? item + 1 : item, &local);
+        if (one == NULL || (negate && sa_cpuset_count(one) != 1)) {
+            g_autofree char *q = sa_xml_quote(value);
+            g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s: %s \"%s\" is not a cpuset%s%s", what,
+                        where, q, local != NULL ? ": " : "", local != NULL ? local->message : "");
+            return NULL;
+        }
+        sa_cpuset_union(negate ? removed : set, one);
+    }
+    sa_cpuset_subtract(set, removed);
+    if (sa_cpuset_is_empty(set)) {
+        g_autofree char *q = sa_xml_quote(value);
+        g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s: %s \"%s\" names no CPU", what, where, q);
+        return NULL;
+    }
+    return g_steal_pointer(&set);
+}

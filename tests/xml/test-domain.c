@@ -77,6 +77,10 @@ static void test_full(void)
 
     /* The softaff element is found by namespace; the other "affinity" is ignored. */
     g_assert_true(d->has_metadata);
+    g_assert_true(d->has_element);
+    g_assert_cmpuint(d->metadata_attrs, ==,
+                     SA_METADATA_HAS_MODE | SA_METADATA_HAS_PREFERRED | SA_METADATA_HAS_SOFTNESS);
+    g_assert_null(d->record.own);
     g_assert_no_error(d->metadata_error);
     g_assert_cmpint(d->metadata.mode, ==, SA_MODE_STRICT);
     g_assert_cmpint(d->metadata.preferred, ==, 1);
@@ -97,6 +101,7 @@ static void test_plain(void)
     g_assert_null(d->iothread_ids);
     g_assert_null(d->iothreadpin);
     g_assert_false(d->has_metadata);
+    g_assert_false(d->has_element);
     g_assert_null(d->metadata_error);
     g_assert_cmpint(d->metadata.mode, ==, SA_MODE_SOFT);
     g_assert_cmpint(d->metadata.preferred, ==, -1);
@@ -154,6 +159,91 @@ static void test_metadata_bare_in_domain(void)
     g_assert_false(d->has_metadata);
     g_assert_null(d->metadata_error);
     g_assert_cmpint(d->metadata.preferred, ==, -1);
+}
+
+/* softaffd's record: has_element for any element, has_metadata only for the user's. */
+static void test_metadata_record(void)
+{
+    static const struct {
+        const char *element;
+        bool has_metadata;
+        guint attrs;
+        bool created;
+        bool own;
+    } cases[] = {
+        {"<s:affinity xmlns:s='urn:softaff:domain:1'/>", true, 0, false, false},
+        {"<s:affinity xmlns:s='urn:softaff:domain:1' mode='off'><softaffd assigned='2'/>"
+         "</s:affinity>",
+         true, SA_METADATA_HAS_MODE, false, false},
+        /* Created by softaffd, nothing of the user's: not the user's settings. */
+        {"<s:affinity xmlns:s='urn:softaff:domain:1'><s:softaffd created='yes' assigned='1'>"
+         "<s:own vcpus='2'/></s:softaffd></s:affinity>",
+         false, 0, true, true},
+        /* Created, then the user set something: the user's. */
+        {"<s:affinity xmlns:s='urn:softaff:domain:1' softness='10'><softaffd created='yes'>"
+         "<own vcpus='2' cpuset='0-3'><vcpupin vcpu='1' cpuset='2'/></own></softaffd>"
+         "</s:affinity>",
+         true, SA_METADATA_HAS_SOFTNESS, true, true},
+        {"<s:affinity xmlns:s='urn:softaff:domain:1' preferred='auto'><softaffd><own vcpus='1'/>"
+         "</softaffd></s:affinity>",
+         true, SA_METADATA_HAS_PREFERRED, false, true},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *inner =
+            g_strdup_printf("<vcpu>2</vcpu><metadata>%s</metadata>", cases[i].element);
+        g_autoptr(SaDomainXml) d = parse_inner(inner, &error);
+
+        g_test_message("%s", cases[i].element);
+        g_assert_no_error(error);
+        g_assert_null(d->metadata_error);
+        g_assert_true(d->has_element);
+        g_assert_cmpint(d->has_metadata, ==, cases[i].has_metadata);
+        g_assert_cmpuint(d->metadata_attrs, ==, cases[i].attrs);
+        g_assert_cmpint(d->record.created, ==, cases[i].created);
+        g_assert_cmpint(d->record.own != NULL, ==, cases[i].own);
+    }
+
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(
+        "<vcpu>2</vcpu><metadata><s:affinity xmlns:s='urn:softaff:domain:1' softness='10'>"
+        "<softaffd assigned='3'><own vcpus='2' cpuset='0-3'><vcpupin vcpu='1' cpuset='2'/>"
+        "<iothreadpin iothread='4' cpuset='1'/></own></softaffd></s:affinity></metadata>",
+        &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(d->metadata.assigned, ==, 3);
+    g_assert_cmpint(d->metadata.softness, ==, 10);
+    g_assert_cmpuint(d->record.own->n_vcpus, ==, 2);
+    assert_cpuset(d->record.own->vcpu_cpuset, "0-3");
+    assert_cpuset(g_ptr_array_index(d->record.own->vcpupin, 1), "2");
+    assert_cpuset(sa_own_pins_iothread(d->record.own, 4), "1");
+
+    /* No element: neither. */
+    g_autoptr(SaDomainXml) none = parse_inner("<vcpu>2</vcpu><metadata/>", &error);
+    g_assert_false(none->has_element);
+    g_assert_false(none->has_metadata);
+    g_assert_null(none->record.own);
+}
+
+/* An invalid record makes the element invalid, like any other error in it. */
+static void test_metadata_bad_record(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d =
+        parse_inner("<vcpu>2</vcpu><metadata><s:affinity xmlns:s='urn:softaff:domain:1'><softaffd "
+                    "created='yes'><own vcpus='2'><vcpupin vcpu='2' cpuset='1'/></own></softaffd>"
+                    "</s:affinity></metadata>",
+                    &error);
+
+    g_assert_no_error(error);
+    g_assert_true(d->has_element);
+    g_assert_true(d->has_metadata);
+    g_assert_error(d->metadata_error, SA_ERROR, SA_ERROR_RANGE);
+    g_assert_cmpstr(d->metadata_error->message, ==,
+                    "softaff metadata: <vcpupin> vcpu=\"2\" is out of range (allowed: 0-1)");
+    g_assert_null(d->record.own);
+    g_assert_false(d->record.created);
 }
 
 /* Outside <metadata> the element means nothing. */
@@ -462,6 +552,8 @@ int main(int argc, char **argv)
     g_test_add_func("/domain/metadata/wrong-name", test_metadata_wrong_name);
     g_test_add_func("/domain/metadata/elsewhere", test_metadata_elsewhere);
     g_test_add_func("/domain/metadata/bare", test_metadata_bare_in_domain);
+    g_test_add_func("/domain/metadata/record", test_metadata_record);
+    g_test_add_func("/domain/metadata/bad-record", test_metadata_bad_record);
     g_test_add_func("/domain/memory-units", test_memory_units);
     g_test_add_func("/domain/vcpu", test_vcpu);
     g_test_add_func("/domain/cpusets", test_cpusets);

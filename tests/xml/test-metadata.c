@@ -245,11 +245,11 @@ static void test_wrong_element(void)
     parse_fails_str("<softaff:affinity " NS "><softaff:affinity/></softaff:affinity>",
                     SA_ERROR_PARSE,
                     "softaff metadata: unexpected element <affinity> inside <affinity> (allowed: "
-                    "nothing, the element is empty)",
+                    "<softaffd>, at most once)",
                     NULL);
     parse_fails_str("<softaff:affinity " NS ">50</softaff:affinity>", SA_ERROR_PARSE,
                     "softaff metadata: unexpected text \"50\" inside <affinity> (allowed: "
-                    "nothing, the element is empty)",
+                    "<softaffd>, at most once)",
                     NULL);
     parse_fails_str("<softaff:affinity " NS "><![CDATA[x]]></softaff:affinity>", SA_ERROR_PARSE,
                     NULL, "unexpected text");

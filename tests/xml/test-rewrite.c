@@ -273,6 +273,307 @@ static void test_fixture_host(void)
     g_unsetenv("SOFTAFF_SYSFS_ROOT");
 }
 
+/* A domain as softaff left it running: softaff's pins on every vCPU and the emulator, an
+ * <iothreadpin> and <shares> of the user's; %s is the softaff element. */
+#define PINNED_HEAD                                                                                \
+    "<domain type=\"kvm\">\n"                                                                      \
+    "  <name>pinned</name>\n"                                                                      \
+    "  <metadata>\n"                                                                               \
+    "    "
+#define PINNED_VCPU                                                                                \
+    "\n"                                                                                           \
+    "  </metadata>\n"                                                                              \
+    "  <vcpu placement=\"static\" cpuset=\"4-7\">2</vcpu>\n"                                       \
+    "  <iothreads>1</iothreads>\n"
+#define PINNED_CPUTUNE                                                                             \
+    "  <cputune>\n"                                                                                \
+    "    <shares>2048</shares>\n"                                                                  \
+    "    <vcpupin vcpu=\"0\" cpuset=\"4-7\"/>\n"                                                   \
+    "    <vcpupin vcpu=\"1\" cpuset=\"4-7\"/>\n"                                                   \
+    "    <emulatorpin cpuset=\"4-7\"/>\n"                                                          \
+    "    <iothreadpin iothread=\"1\" cpuset=\"4-7\"/>\n"                                           \
+    "    <period>100000</period>\n"                                                                \
+    "  </cputune>\n"
+#define PINNED_TAIL "</domain>\n"
+
+static char *pinned_with(const char *element)
+{
+    return g_strconcat(PINNED_HEAD, element, PINNED_VCPU, PINNED_CPUTUNE, PINNED_TAIL, NULL);
+}
+
+/* Rewrites xml, expects out, and checks that the output is a domain whose pins are exactly
+ * own's and that rewriting it again changes nothing. */
+static void rewrite_expect(const char *xml, const char *expected, const SaOwnPins *own)
+{
+    SaTopology *topo = sparse_topology();
+    g_autofree char *out = rewrite_ok(xml, topo);
+    g_autoptr(GError) error = NULL;
+
+    g_assert_nonnull(out);
+    g_test_message("%s", out);
+    g_assert_cmpstr(out, ==, expected);
+
+    g_autoptr(SaDomainXml) d = sa_domain_xml_parse(out, strlen(out), &error);
+    g_assert_no_error(error);
+    g_assert_null(d->metadata_error);
+    g_assert_null(d->record.own);
+    g_assert_cmpint(d->metadata.assigned, ==, -1);
+    g_autoptr(SaOwnPins) now = sa_own_pins_new();
+    now->n_vcpus = d->n_vcpus;
+    now->vcpu_cpuset = d->vcpu_cpuset != NULL ? sa_cpuset_copy(d->vcpu_cpuset) : NULL;
+    now->emulatorpin = d->emulatorpin != NULL ? sa_cpuset_copy(d->emulatorpin) : NULL;
+    for (guint v = 0; d->vcpupin != NULL && v < d->vcpupin->len; v++)
+        if (g_ptr_array_index(d->vcpupin, v) != NULL)
+            sa_own_pins_set_vcpu(now, v, g_ptr_array_index(d->vcpupin, v));
+    for (guint i = 0; d->iothread_ids != NULL && i < d->iothread_ids->len; i++)
+        if (g_ptr_array_index(d->iothreadpin, i) != NULL)
+            sa_own_pins_set_iothread(now, g_array_index(d->iothread_ids, guint, i),
+                                     g_ptr_array_index(d->iothreadpin, i));
+    g_assert_true(sa_own_pins_equal(now, own));
+
+    g_autofree char *again = rewrite_ok(out, topo);
+    g_assert_null(again);
+    free_topology(topo);
+}
+
+/* The record's own, parsed from the element. */
+static SaOwnPins *own_of(const char *element)
+{
+    g_autoptr(GError) error = NULL;
+    SaMetadata md;
+    SaMetadataRecord rec = {0};
+
+    g_assert_true(sa_metadata_parse_full(element, strlen(element), &md, &rec, NULL, &error));
+    g_assert_no_error(error);
+    return g_steal_pointer(&rec.own);
+}
+
+#define PARTIAL_OWN                                                                                \
+    "<own vcpus=\"2\" cpuset=\"0-7\"><vcpupin vcpu=\"1\" cpuset=\"3\"/>"                           \
+    "<iothreadpin iothread=\"1\" cpuset=\"0\"/></own>"
+
+/* A user pin on one vCPU and an I/O thread; softaff's pins on the rest go, <shares> and
+ * <period> stay where they are. */
+static void test_record_partial_pin(void)
+{
+    g_autofree char *xml =
+        pinned_with("<softaff:affinity " NS " mode=\"soft\"><softaffd "
+                    "assigned=\"0\">" PARTIAL_OWN "</softaffd></softaff:affinity>");
+    g_autofree char *expected = g_strconcat(PINNED_HEAD, "<softaff:affinity " NS " mode=\"soft\"/>",
+                                            "\n  </metadata>\n"
+                                            "  <vcpu placement=\"static\" cpuset=\"0-7\">2</vcpu>\n"
+                                            "  <iothreads>1</iothreads>\n"
+                                            "  <cputune>\n"
+                                            "    <shares>2048</shares>\n"
+                                            "    <vcpupin vcpu=\"1\" cpuset=\"3\"/>\n"
+                                            "    <iothreadpin iothread=\"1\" cpuset=\"0\"/>\n"
+                                            "    <period>100000</period>\n"
+                                            "  </cputune>\n",
+                                            PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own = own_of("<affinity><softaffd>" PARTIAL_OWN "</softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: <vcpu cpuset> \"4-7\" restored to the VM's own \"0-7\"");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: <cputune>: 4 pin(s) replaced by the VM's own as "
+                          "softaffd recorded them (vcpu 1: 3, iothread 1: 0)");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: dropped assigned=\"0\"*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: dropped softaffd's <softaffd> record*");
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+}
+
+/* Only an emulator pin of the user's, no <vcpu cpuset>: the attribute goes. */
+static void test_record_emulatorpin(void)
+{
+    g_autofree char *xml = pinned_with(
+        "<softaff:affinity " NS " softness=\"20\"><softaff:softaffd><softaff:own vcpus=\"2\">"
+        "<softaff:emulatorpin cpuset=\"0-1\"/></softaff:own></softaff:softaffd>"
+        "</softaff:affinity>");
+    g_autofree char *expected =
+        g_strconcat(PINNED_HEAD, "<softaff:affinity " NS " softness=\"20\"/>",
+                    "\n  </metadata>\n"
+                    "  <vcpu placement=\"static\">2</vcpu>\n"
+                    "  <iothreads>1</iothreads>\n"
+                    "  <cputune>\n"
+                    "    <shares>2048</shares>\n"
+                    "    <emulatorpin cpuset=\"0-1\"/>\n"
+                    "    <period>100000</period>\n"
+                    "  </cputune>\n",
+                    PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own =
+        own_of("<affinity><softaffd><own vcpus=\"2\"><emulatorpin cpuset=\"0-1\"/></own>"
+               "</softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: removed <vcpu cpuset=\"4-7\"> (the VM had none*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*4 pin(s) replaced*(emulator: 0-1)");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*dropped softaffd's*");
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+}
+
+/* No setting of its own, and an element softaffd created: the pins and the element go. */
+static void test_record_none_created(void)
+{
+    g_autofree char *xml =
+        pinned_with("<softaff:affinity " NS "><softaffd assigned=\"2\" created=\"yes\">"
+                    "<own vcpus=\"2\"/></softaffd></softaff:affinity>");
+    g_autofree char *expected = g_strconcat("<domain type=\"kvm\">\n"
+                                            "  <name>pinned</name>\n"
+                                            "  <metadata>\n"
+                                            "  </metadata>\n"
+                                            "  <vcpu placement=\"static\">2</vcpu>\n"
+                                            "  <iothreads>1</iothreads>\n"
+                                            "  <cputune>\n"
+                                            "    <shares>2048</shares>\n"
+                                            "    <period>100000</period>\n"
+                                            "  </cputune>\n",
+                                            PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own =
+        own_of("<affinity><softaffd><own vcpus=\"2\"/></softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*removed <vcpu cpuset=\"4-7\">*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*4 pin(s) replaced*(no pin)");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*dropped assigned=\"2\"*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*dropped softaffd's*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: removed the softaff element softaffd created*");
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+
+    /* Nothing but softaff's pins in <cputune>: it goes too. The user's own attribute-less
+     * element (not created by softaffd) stays. */
+    g_autofree char *only_pins = g_strconcat(
+        PINNED_HEAD,
+        "<softaff:affinity " NS "><softaffd><own vcpus=\"2\"/></softaffd>"
+        "</softaff:affinity>",
+        PINNED_VCPU,
+        "  <cputune>\n    <vcpupin vcpu=\"0\" cpuset=\"4\"/>\n    <emulatorpin cpuset=\"5\"/>\n"
+        "  </cputune>\n",
+        PINNED_TAIL, NULL);
+    g_autofree char *expected2 = g_strconcat(PINNED_HEAD, "<softaff:affinity " NS "/>",
+                                             "\n  </metadata>\n"
+                                             "  <vcpu placement=\"static\">2</vcpu>\n"
+                                             "  <iothreads>1</iothreads>\n",
+                                             PINNED_TAIL, NULL);
+    rewrite_expect(only_pins, expected2, own);
+}
+
+/* A domain without <cputune>: one is made after <vcpu>, indented like it. */
+static void test_record_new_cputune(void)
+{
+    g_autofree char *xml =
+        g_strconcat(PINNED_HEAD,
+                    "<softaff:affinity " NS " preferred=\"0\"><softaffd>" PARTIAL_OWN
+                    "</softaffd></softaff:affinity>",
+                    PINNED_VCPU, PINNED_TAIL, NULL);
+    g_autofree char *expected =
+        g_strconcat(PINNED_HEAD, "<softaff:affinity " NS " preferred=\"0\"/>",
+                    "\n  </metadata>\n"
+                    "  <vcpu placement=\"static\" cpuset=\"0-7\">2</vcpu>\n"
+                    "  <cputune>\n"
+                    "    <vcpupin vcpu=\"1\" cpuset=\"3\"/>\n"
+                    "    <iothreadpin iothread=\"1\" cpuset=\"0\"/>\n"
+                    "  </cputune>\n"
+                    "  <iothreads>1</iothreads>\n",
+                    PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own = own_of("<affinity><softaffd>" PARTIAL_OWN "</softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*<vcpu cpuset> \"4-7\"*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*: 0 pin(s) replaced*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*dropped softaffd's*");
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+}
+
+/* The domain already holds exactly the recorded settings (written differently): only the
+ * record goes. */
+static void test_record_already_own(void)
+{
+    g_autofree char *xml =
+        g_strconcat(PINNED_HEAD,
+                    "<softaff:affinity " NS " mode=\"strict\"><softaffd>" PARTIAL_OWN
+                    "</softaffd></softaff:affinity>",
+                    "\n  </metadata>\n"
+                    "  <vcpu placement=\"static\" cpuset=\"0-3,4-7\">2</vcpu>\n"
+                    "  <iothreads>1</iothreads>\n"
+                    "  <cputune>\n"
+                    "    <iothreadpin iothread=\"1\" cpuset=\"0,^5,5\"/>\n"
+                    "    <vcpupin vcpu=\"1\" cpuset=\"3\"/>\n"
+                    "  </cputune>\n",
+                    PINNED_TAIL, NULL);
+    g_autofree char *expected =
+        g_strconcat(PINNED_HEAD, "<softaff:affinity " NS " mode=\"strict\"/>",
+                    "\n  </metadata>\n"
+                    "  <vcpu placement=\"static\" cpuset=\"0-3,4-7\">2</vcpu>\n"
+                    "  <iothreads>1</iothreads>\n"
+                    "  <cputune>\n"
+                    "    <iothreadpin iothread=\"1\" cpuset=\"0,^5,5\"/>\n"
+                    "    <vcpupin vcpu=\"1\" cpuset=\"3\"/>\n"
+                    "  </cputune>\n",
+                    PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own = own_of("<affinity><softaffd>" PARTIAL_OWN "</softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: dropped softaffd's <softaffd> record*");
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+}
+
+/* Pins of vCPUs and I/O threads the domain no longer has are left out: libvirt would refuse
+ * the whole document, and with it the restore or migration. */
+static void test_record_gone_threads(void)
+{
+    g_autofree char *xml = pinned_with(
+        "<softaff:affinity " NS " mode=\"soft\"><softaffd><own vcpus=\"4\">"
+        "<vcpupin vcpu=\"1\" cpuset=\"3\"/><vcpupin vcpu=\"3\" cpuset=\"2\"/>"
+        "<iothreadpin iothread=\"2\" cpuset=\"1\"/><iothreadpin iothread=\"1\" cpuset=\"0\"/>"
+        "</own></softaffd></softaff:affinity>");
+    g_autofree char *expected = g_strconcat(PINNED_HEAD, "<softaff:affinity " NS " mode=\"soft\"/>",
+                                            "\n  </metadata>\n"
+                                            "  <vcpu placement=\"static\">2</vcpu>\n"
+                                            "  <iothreads>1</iothreads>\n"
+                                            "  <cputune>\n"
+                                            "    <shares>2048</shares>\n"
+                                            "    <vcpupin vcpu=\"1\" cpuset=\"3\"/>\n"
+                                            "    <iothreadpin iothread=\"1\" cpuset=\"0\"/>\n"
+                                            "    <period>100000</period>\n"
+                                            "  </cputune>\n",
+                                            PINNED_TAIL, NULL);
+    g_autoptr(SaOwnPins) own = own_of("<affinity><softaffd><own vcpus=\"4\"><vcpupin vcpu=\"1\" "
+                                      "cpuset=\"3\"/><iothreadpin iothread=\"1\" cpuset=\"0\"/>"
+                                      "</own></softaffd></affinity>");
+
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: recorded <vcpupin vcpu=\"3\"> left out: the domain "
+                          "has 2 vCPUs");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "domain pinned: recorded <iothreadpin iothread=\"2\"> left out: the "
+                          "domain has no such I/O thread");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*removed <vcpu cpuset*");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE,
+                          "*4 pin(s) replaced*(vcpu 1: 3, iothread 1: 0)");
+    g_test_expect_message("softaff-xml", G_LOG_LEVEL_MESSAGE, "*dropped softaffd's*");
+    /* rewrite_expect compares the result with own, taken with the domain's vCPU count. */
+    own->n_vcpus = 2;
+    rewrite_expect(xml, expected, own);
+    g_test_assert_expected_messages();
+}
+
+/* An invalid record: nothing is rewritten, the error names it. */
+static void test_record_invalid(void)
+{
+    SaTopology *topo = sparse_topology();
+    g_autofree char *xml = pinned_with("<softaff:affinity " NS "><softaffd created=\"no\"/>"
+                                       "</softaff:affinity>");
+
+    rewrite_fails(xml, strlen(xml), topo, SA_ERROR_PARSE, "<softaffd> created=\"no\"");
+    free_topology(topo);
+}
+
 static void test_errors(void)
 {
     SaTopology *topo = sparse_topology();
@@ -316,5 +617,12 @@ int main(int argc, char **argv)
     g_test_add_func("/rewrite/fixture-file", test_fixture_file);
     g_test_add_func("/rewrite/fixture-host", test_fixture_host);
     g_test_add_func("/rewrite/errors", test_errors);
+    g_test_add_func("/rewrite/record/partial-pin", test_record_partial_pin);
+    g_test_add_func("/rewrite/record/emulatorpin", test_record_emulatorpin);
+    g_test_add_func("/rewrite/record/none-created", test_record_none_created);
+    g_test_add_func("/rewrite/record/new-cputune", test_record_new_cputune);
+    g_test_add_func("/rewrite/record/already-own", test_record_already_own);
+    g_test_add_func("/rewrite/record/gone-threads", test_record_gone_threads);
+    g_test_add_func("/rewrite/record/invalid", test_record_invalid);
     return g_test_run();
 }
