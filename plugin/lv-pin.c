@@ -94,9 +94,10 @@ static bool pin_iothread(LvDomain *h, virDomainPtr dom, guint id, const SaCpuSet
     return true;
 }
 
-/* Gives each known I/O thread its set of the command (one added since: the emulator's). */
-static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCommand *cmd, gsize maplen,
-                          GError **error)
+/* Gives each known I/O thread its own pin (restore: own), else its set of the command, else
+ * (one added since the facts) the emulator's. */
+static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCommand *cmd, const SaOwnPins *own,
+                          gsize maplen, GError **error)
 {
     g_autoptr(GArray) ids = NULL;
     g_autoptr(GPtrArray) known = NULL;
@@ -105,8 +106,10 @@ static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCommand *cmd, g
     g_autofree unsigned char *want = g_malloc0(maplen);
     for (guint i = 0; i < ids->len; i++) {
         guint id = g_array_index(ids, guint, i);
-        const SaCpuSet *set = iothread_set(cmd, id);
+        const SaCpuSet *set = own ? sa_own_pins_iothread(own, id) : NULL;
         const SaCpuSet *current = g_ptr_array_index(known, i);
+        if (!set)
+            set = iothread_set(cmd, id);
         if (!set)
             set = cmd->others;
         if (current && sa_cpuset_equal(current, set))
@@ -117,13 +120,13 @@ static bool pin_iothreads(LvDomain *h, virDomainPtr dom, const SaCommand *cmd, g
     return true;
 }
 
-static bool pin_threads(LvDomain *h, const SaCommand *cmd, GError **error)
+static bool pin_threads(LvDomain *h, const SaCommand *cmd, const SaOwnPins *own, GError **error)
 {
     g_autoptr(virDomain) dom = lv_domain_get_dom(h);
     gsize maplen = lv_shared_maplen(h->shared);
     return pin_vcpus(h, dom, cmd->vcpus, cmd->n_vcpus, maplen, error) &&
            pin_emulator(h, dom, cmd->others, maplen, error) &&
-           pin_iothreads(h, dom, cmd, maplen, error);
+           pin_iothreads(h, dom, cmd, own, maplen, error);
 }
 
 /* Writes the softaff element (live): with softaffd's record of the VM's own settings, or
@@ -171,7 +174,7 @@ static bool ensure_recorded(LvDomain *h, GError **error)
 
 static bool lv_pin(gpointer handle, const SaCommand *cmd, GError **error)
 {
-    return ensure_recorded(handle, error) && pin_threads(handle, cmd, error);
+    return ensure_recorded(handle, error) && pin_threads(handle, cmd, NULL, error);
 }
 
 /* The VM's own settings as the backend knows them (newer than the core's when the user pinned
@@ -189,13 +192,6 @@ static void own_command(const SaCommand *cmd, const SaOwnPins *own, SaCommand *o
     out->vcpus = vcpus;
     if (own->emulatorpin)
         out->others = own->emulatorpin;
-    SaCpuSet **io = g_new0(SaCpuSet *, MAX(cmd->n_iothreads, 1));
-    g_ptr_array_add(keep, io);
-    for (guint i = 0; i < cmd->n_iothreads; i++) {
-        const SaCpuSet *p = sa_own_pins_iothread(own, cmd->iothread_ids[i]);
-        io[i] = p ? (SaCpuSet *)p : cmd->iothreads[i];
-    }
-    out->iothreads = io;
 }
 
 /* Every thread back to its own set, then the record goes: the VM is as the user left it. */
@@ -207,7 +203,7 @@ static bool lv_restore(gpointer handle, const SaCommand *cmd, GError **error)
     SaCommand mine;
     if (own)
         own_command(cmd, own, &mine, keep);
-    return pin_threads(h, own ? &mine : cmd, error) && write_element(h, false, error);
+    return pin_threads(h, own ? &mine : cmd, own, error) && write_element(h, false, error);
 }
 
 static bool lv_write_assigned(gpointer handle, const SaCommand *cmd, GError **error)

@@ -70,6 +70,7 @@ typedef struct {
 } SaMetadataRecord;
 
 void sa_metadata_record_clear(SaMetadataRecord *rec);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SaMetadataRecord, sa_metadata_record_clear)
 
 /* Whether the element holds any user attribute (mode, preferred, softness). */
 typedef enum {
