@@ -60,7 +60,7 @@ WORKDIR_PREFIX = "softaff-test-"
 _STALE_WORKDIR = re.compile(r"^" + WORKDIR_PREFIX + r"(\d+)-")
 _SWEPT_COMMS = re.compile(r"^(softaffd|qemu-system-.*)$")
 HOOK_PATH = "/etc/libvirt/hooks/qemu.d/50-softaff"
-# The first line test-hook.py's hook wrapper carries (see write_wrapper there).
+# The comment line in test-hook.py's hook wrapper (write_wrapper there): keep the two in step.
 _HOOK_WRAPPER = re.compile(r"^# softaff test-hook\.py \(pid (\d+)\)", re.M)
 
 _guests = []
