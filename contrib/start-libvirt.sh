@@ -37,13 +37,22 @@ running() {
 
 mkdir -p /run/libvirt /var/log/libvirt /var/lib/libvirt/qemu /var/cache/libvirt
 
-# Without udev, /dev/kvm stays root:root 0600 and libvirt probes QEMU again on every VM start
-# (tens of seconds); give it the group and mode udev gives it.
-if [ -c /dev/kvm ] && getent group kvm >/dev/null 2>&1 &&
-    [ "$(stat -c %G:%a /dev/kvm)" != "kvm:660" ]; then
-    log "giving /dev/kvm group kvm, mode 660 (as udev does)"
-    chgrp kvm /dev/kvm && chmod 660 /dev/kvm
-fi
+# Without udev, /dev/kvm stays root:root 0600: libvirt then finds KVM unusable and probes QEMU
+# again on every VM start (~9 probes, tens of seconds per `virsh create`). Give it the group and
+# mode udev gives it (the kvm group comes with libvirt-daemon-system).
+fix_kvm_node() {
+    local dev=/dev/kvm now
+    [ -c "$dev" ] || return 0
+    now=$(stat -c %G:%a "$dev")
+    [ "$now" != "kvm:660" ] || return 0
+    if ! getent group kvm >/dev/null 2>&1; then
+        log "warning: $dev is $now and there is no kvm group: libvirt will re-probe QEMU at every VM start (install libvirt-daemon-system)"
+        return 0
+    fi
+    log "$dev is $now, not kvm:660 as udev sets it (no udev here?): chgrp kvm, chmod 660, or libvirt re-probes QEMU at every VM start"
+    { chgrp kvm "$dev" && chmod 660 "$dev"; } || die "cannot give $dev group kvm and mode 660"
+}
+fix_kvm_node
 
 # libvirtd logs to syslog/journal by default; without systemd there may be neither, so ask
 # for a file log unless the admin configured logging already.

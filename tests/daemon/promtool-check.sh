@@ -1,18 +1,27 @@
 #!/bin/sh
 # Checks the metrics exposition with Prometheus' own linter: `promtool check metrics`.
-# promtool is $PROMTOOL or found on PATH; without it the test is skipped (exit 77), unless
-# SOFTAFF_REQUIRE_PROMTOOL=1 (CI), where a missing promtool fails.
+# promtool is $PROMTOOL or found on PATH (contrib/install-deps.sh installs it). Without it the
+# test is skipped (exit 77), unless SOFTAFF_REQUIRE_PROMTOOL=1 or SOFTAFF_REQUIRE_VM=1 (CI, and
+# whoever wants proof that every test ran), where a missing promtool fails.
 # Usage: promtool-check.sh TEST-METRICS-BINARY
 set -eu
 
 test_metrics=$1
 promtool=${PROMTOOL:-$(command -v promtool || true)}
 if [ -z "$promtool" ] || [ ! -x "$promtool" ]; then
-    if [ "${SOFTAFF_REQUIRE_PROMTOOL:-0}" = 1 ]; then
-        echo "promtool not found (set PROMTOOL or install it) and SOFTAFF_REQUIRE_PROMTOOL=1" >&2
-        exit 1
-    fi
-    echo "promtool not found: skipped"
+    why="promtool not found (PROMTOOL='${PROMTOOL:-}', PATH=$PATH; contrib/install-deps.sh installs it)"
+    # As softaff_testlib.py reads SOFTAFF_REQUIRE_VM: set, and not 0.
+    for flag in "SOFTAFF_REQUIRE_PROMTOOL=${SOFTAFF_REQUIRE_PROMTOOL:-0}" \
+        "SOFTAFF_REQUIRE_VM=${SOFTAFF_REQUIRE_VM:-0}"; do
+        case ${flag#*=} in
+        0 | "") ;;
+        *)
+            echo "FAIL: $why and $flag" >&2
+            exit 1
+            ;;
+        esac
+    done
+    echo "SKIP: $why"
     exit 77
 fi
 

@@ -22,6 +22,11 @@ Environment:
   SOFTAFF_TEST_URI     libvirt URI (default qemu:///system)
   SOFTAFF_TEST_KEEP=1  keep the per-test work directory (logs) after the run
   SOFTAFF_QUIET_MAX, SOFTAFF_QUIET_TIMEOUT   see wait_host_quiet()
+
+Leftovers of killed runs (meson's timeout sends SIGTERM, then SIGKILL 0.5 s later, too soon to
+destroy a guest) are swept by sweep(): at the start and end of every run(), and by a watchdog
+process run() starts in its own session, which sweeps this test's leftovers once the test has
+exited, however it died. `python3 softaff_testlib.py --sweep` sweeps by hand.
 """
 
 import atexit
@@ -30,6 +35,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -47,9 +53,19 @@ METADATA_NS = "urn:softaff:domain:1"
 
 _VCPU_COMM = re.compile(r"^CPU (\d+)/(TCG|KVM)$")
 _STALE_NAME = re.compile(r"^" + NAME_PREFIX + r"(\d+)-")
+# Every process a test starts (softaffd, QEMU of QemuGuest) inherits this: the sweep finds the
+# ones whose test has gone. libvirt's QEMU does not (libvirtd gives it a clean environment).
+OWNER_ENV = "SOFTAFF_TEST_PID"
+WORKDIR_PREFIX = "softaff-test-"
+_STALE_WORKDIR = re.compile(r"^" + WORKDIR_PREFIX + r"(\d+)-")
+_SWEPT_COMMS = re.compile(r"^(softaffd|qemu-system-.*)$")
+HOOK_PATH = "/etc/libvirt/hooks/qemu.d/50-softaff"
+# The comment line in test-hook.py's hook wrapper (write_wrapper there): keep the two in step.
+_HOOK_WRAPPER = re.compile(r"^# softaff test-hook\.py \(pid (\d+)\)", re.M)
 
 _guests = []
 _daemons = []
+_watchdog = None  # kept referenced: its stdin closing tells it this test has exited
 _workdir = None
 _cleaned = False
 _lock = threading.Lock()
@@ -83,7 +99,8 @@ def workdir():
     """A per-test directory for sockets, logs and configs (removed at exit unless it failed)."""
     global _workdir
     if _workdir is None:
-        _workdir = tempfile.mkdtemp(prefix="softaff-test-")
+        # The pid in the name lets sweep() tell a killed test's directory.
+        _workdir = tempfile.mkdtemp(prefix="%s%d-" % (WORKDIR_PREFIX, os.getpid()))
         # QEMU runs as libvirt-qemu and libvirt's helpers must reach sockets/logs in here.
         os.chmod(_workdir, 0o755)
     return _workdir
@@ -93,11 +110,11 @@ def workdir():
 # subprocess helpers
 
 
-def run_cmd(argv, check=True, timeout=120, input=None):
+def run_cmd(argv, check=True, timeout=120, input=None, env=None):
     """Run argv, return CompletedProcess (text). Raises RuntimeError with output on failure."""
     try:
         p = subprocess.run(argv, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, timeout=timeout)
+                           universal_newlines=True, timeout=timeout, env=env)
     except FileNotFoundError as e:
         raise RuntimeError("%s: %s" % (argv[0], e))
     except subprocess.TimeoutExpired:
@@ -120,10 +137,15 @@ def virsh(*args, check=True, timeout=120):
 def ensure_libvirtd():
     """Start virtlogd/libvirtd if needed (contrib/start-libvirt.sh) and wait for readiness."""
     script = os.path.join(SRC_ROOT, "contrib", "start-libvirt.sh")
-    p = run_cmd(["bash", script], check=False, timeout=180)
+    # A libvirtd started from here must not look like a test's leftover to sweep().
+    env = {k: v for k, v in os.environ.items() if k != OWNER_ENV}
+    p = run_cmd(["bash", script], check=False, timeout=180, env=env)
     if p.returncode != 0:
         raise Skip("libvirtd is not usable (contrib/start-libvirt.sh failed):\n%s%s" % (
             p.stdout, p.stderr))
+    for line in p.stdout.splitlines():
+        if not line.endswith("already running") and " ready (" not in line:
+            log(line)  # what it had to do, e.g. /dev/kvm's group and mode
 
 
 _image = None
@@ -163,21 +185,144 @@ def require_vm(libvirt=True):
                            check=False, timeout=60):
         skip("libvirt cannot run x86_64 TCG guests (virsh domcapabilities --virttype qemu)")
     guest_image()
-    remove_stale_guests()
+    sweep()
 
 
-def remove_stale_guests():
-    """Destroy guests left behind by earlier test processes that died without cleaning up."""
-    out = virsh("list", "--all", "--name", check=False)
+# --------------------------------------------------------------------------------------------
+# leftovers of killed runs
+
+
+def _gone(pid, owner):
+    return pid == owner or (pid != os.getpid() and not os.path.exists("/proc/%d" % pid))
+
+
+def _sweep_guests(owner):
+    """Destroy/undefine libvirt guests named softaff-t<PID>-* whose test has gone."""
+    try:
+        out = virsh("list", "--all", "--name", check=False, timeout=60)
+    except RuntimeError:  # no virsh: nothing can have been left in libvirt
+        return
     for name in out.split():
         m = _STALE_NAME.match(name)
-        if not m:
+        if m and _gone(int(m.group(1)), owner):
+            log("sweep: removing guest %s left by a killed test" % name)
+            virsh("destroy", name, check=False, timeout=60)
+            virsh("undefine", name, "--nvram", check=False, timeout=60)
+
+
+def _test_owner(pid):
+    """The test pid in OWNER_ENV of a softaffd/QEMU process, else None."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            if not _SWEPT_COMMS.match(f.read().strip()):
+                return None
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return None
+    key = OWNER_ENV.encode() + b"="
+    for kv in env:
+        if kv.startswith(key) and kv[len(key):].isdigit():
+            return int(kv[len(key):])
+    return None
+
+
+def _sweep_processes(owner):
+    """SIGTERM, then SIGKILL, the softaffd/QEMU processes started by tests that have gone."""
+    victims = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            t = _test_owner(int(d))
+            if t is not None and _gone(t, owner):
+                victims.append(int(d))
+    for pid in victims:
+        log("sweep: stopping pid %d left by killed test %d" % (pid, _test_owner(pid) or 0))
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while victims and time.monotonic() < deadline:
+        time.sleep(0.1)
+        victims = [p for p in victims if _test_owner(p) is not None]
+    for pid in victims:
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _sweep_sockets(owner):
+    """Unlink the sockets (softaffd's, guests' channels) in killed tests' work directories;
+    the logs stay for a look at what happened."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = _STALE_WORKDIR.match(name)
+        if not m or not _gone(int(m.group(1)), owner):
             continue
-        pid = int(m.group(1))
-        if pid != os.getpid() and not os.path.exists("/proc/%d" % pid):
-            log("removing stale guest %s" % name)
-            virsh("destroy", name, check=False)
-            virsh("undefine", name, "--nvram", check=False)
+        d = os.path.join(tmp, name)
+        for root, _, files in os.walk(d):
+            for f in files:
+                path = os.path.join(root, f)
+                try:
+                    if stat.S_ISSOCK(os.lstat(path).st_mode):
+                        os.unlink(path)
+                        log("sweep: removed socket %s of killed test %s" % (path, m.group(1)))
+                except OSError:
+                    pass
+
+
+def _sweep_hook(owner):
+    """test-hook.py's wrapper installed as 50-softaff by a killed test: put back what it
+    replaced (kept in that test's work directory), or remove it."""
+    try:
+        with open(HOOK_PATH) as f:
+            text = f.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return
+    m = _HOOK_WRAPPER.search(text)
+    if not m or not _gone(int(m.group(1)), owner):
+        return
+    cfg = re.search(r"SOFTAFF_CONFIG=(\S+)", text)
+    backup = os.path.join(os.path.dirname(cfg.group(1)), "50-softaff.orig") if cfg else None
+    if backup and os.path.lexists(backup):
+        shutil.move(backup, HOOK_PATH)
+        log("sweep: put back %s, replaced by killed test %s" % (HOOK_PATH, m.group(1)))
+    else:
+        os.unlink(HOOK_PATH)
+        log("sweep: removed %s, the hook wrapper of killed test %s" % (HOOK_PATH, m.group(1)))
+
+
+def sweep(owner=None):
+    """Remove what tests that are no longer running left behind (and, with owner=PID, what
+    test PID left): guests named softaff-t<PID>-*, softaffd/QEMU processes carrying
+    SOFTAFF_TEST_PID=PID, sockets in softaff-test-<PID>-* directories, test-hook.py's hook."""
+    if os.geteuid() != 0:
+        return  # a test that is not root started no guest nor daemon it could leave
+    for step in (_sweep_processes, _sweep_guests, _sweep_sockets, _sweep_hook):
+        try:
+            step(owner)
+        except Exception as e:  # noqa: BLE001 - one failed step must not stop the others
+            log("sweep: %s: %s" % (step.__name__, e))
+
+
+def _start_watchdog():
+    """A process in its own session (meson kills the test's process group) that waits for this
+    test to exit, however it dies, then sweeps what it left. It reads a pipe only this process
+    holds open: EOF means the test has exited."""
+    if os.geteuid() != 0:
+        return None
+    logf = open(os.path.join(tempfile.gettempdir(), "softaff-test-sweep.log"), "ab")
+    try:
+        return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--sweep-after",
+                                 str(os.getpid())], stdin=subprocess.PIPE, stdout=logf,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:
+        log("warning: no sweep watchdog: %s" % e)
+        return None
+    finally:
+        logf.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1057,6 +1202,7 @@ def _on_signal(signum, frame):
 
 
 atexit.register(cleanup)
+os.environ[OWNER_ENV] = str(os.getpid())
 for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_sig, _on_signal)
 
@@ -1065,8 +1211,10 @@ def run(main, libvirt=True):
     """Run a test's main(): exit 0 on success, 77 on skip (1 if SOFTAFF_REQUIRE_VM=1),
     1 on failure (dumping daemon logs and guest consoles). Always cleans up.
     libvirt=False: the test runs QEMU directly (QemuGuest) and needs no libvirtd."""
+    global _watchdog
     rc = 1
     failed = False
+    _watchdog = _start_watchdog()
     try:
         require_vm(libvirt=libvirt)
         main()
@@ -1089,6 +1237,7 @@ def run(main, libvirt=True):
         if failed:
             _dump_diagnostics()
         cleanup()
+        sweep()  # what other killed tests left since this one started
         if _workdir:
             if failed or os.environ.get("SOFTAFF_TEST_KEEP"):
                 log("logs kept in %s" % _workdir)
@@ -1175,3 +1324,17 @@ def assert_libvirt_agrees(g):
     for v, cpus in proc.items():
         assert info[v]["affinity"] == cpus, "%s vcpu %d: /proc %s but virsh vcpuinfo %s" % (
             g.name, v, format_cpulist(cpus), format_cpulist(info[v]["affinity"]))
+
+
+def _main(argv):
+    if len(argv) == 2 and argv[0] == "--sweep-after" and argv[1].isdigit():
+        sys.stdin.buffer.read()  # returns at EOF: the test has exited
+        sweep(int(argv[1]))
+    elif argv == ["--sweep"]:
+        sweep()
+    else:
+        sys.exit("usage: softaff_testlib.py --sweep | --sweep-after TEST-PID")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
