@@ -249,20 +249,16 @@ def time_starts(sock, n):
     directory at every call."""
     g = T.Guest("time", vcpus=1, metadata=T.softaff_metadata(preferred=1))
     with_hook, without = [], []
-    # First make sure "without" really runs no hook, and "with" does.
+    # First make sure "without" really runs no hook (that "with" does, check_default_and_events
+    # showed: one VM start fewer).
     fake = FakeDaemon(sock)
     try:
-        for mode in (0o644, 0o755):
-            os.chmod(HOOK_PATH, mode)
-            g.start(connect=False)
-            g.destroy()
-            T.wait_until(lambda: len(fake.events_for(g.name)) >= (4 if mode == 0o755 else 0),
-                         5, what="the hook's events")
-            time.sleep(0.2)
-            got = [e for _, e, _ in fake.events_for(g.name)]
-            assert got == ([] if mode == 0o644 else ["prepare", "started", "stopped", "release"]), \
-                "mode %o: events %r" % (mode, got)
-            fake.requests.clear()
+        os.chmod(HOOK_PATH, 0o644)
+        g.start(connect=False)
+        g.destroy()
+        time.sleep(0.2)
+        got = [e for _, e, _ in fake.events_for(g.name)]
+        assert got == [], "hook not executable, yet events %r" % got
     finally:
         fake.close()
     try:
@@ -325,7 +321,8 @@ def main():
         # load weighs on both sides alike.
         T.log("host utilization before timing: %s" % T.format_utilization(
             T.cpu_utilization(1.0)))
-        n = int(os.environ.get("SOFTAFF_HOOK_TIMING_RUNS", "10"))
+        # 6 pairs (12 VM starts): medians stable to a few ms here; more only lengthen the run.
+        n = int(os.environ.get("SOFTAFF_HOOK_TIMING_RUNS", "6"))
         with_hook, without = time_starts(sock, n)
         mw, mo = statistics.median(with_hook), statistics.median(without)
         T.log("virsh create, daemon down, %d runs each: with the hook median %.0f ms (min %.0f, "
