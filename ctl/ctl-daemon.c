@@ -179,8 +179,11 @@ static void print_vm_notes(json_object *vms, bool with_reasons)
         const char *state = str(vm, "state");
         json_object *stalled = stalled_of(vm);
         g_autofree char *note = NULL;
+        json_object *error = member(vm, "error");
         if (stalled)
             note = stalled_text(stalled, false);
+        else if (json_object_is_type(error, json_type_object))
+            note = g_strdup_printf("failing: %s", str(error, "message"));
         else if (with_reasons && (g_str_equal(state, "unmanaged") || g_str_equal(state, "invalid")))
             note = g_strdup(str(vm, "reason"));
         if (!note)
@@ -202,6 +205,35 @@ static void print_status(json_object *reply)
     print_vm_notes(member(reply, "vms"), true);
 }
 
+/* "own settings: vCPU 0 on 1, vCPU 1 on 0-1; emulator on 0-1; I/O thread 1 on 0": what softaff
+ * narrows and gives back. Runs of vCPUs with the same set are named once ("vCPUs 0-3 on 0-7"). */
+static void print_own(json_object *own)
+{
+    json_object *vcpus = member(own, "vcpus");
+    GString *s = g_string_new("  own settings: ");
+    size_t n = vcpus ? json_object_array_length(vcpus) : 0;
+    for (size_t i = 0; i < n;) {
+        const char *set = json_object_get_string(json_object_array_get_idx(vcpus, i));
+        size_t j = i + 1;
+        while (j < n &&
+               g_strcmp0(json_object_get_string(json_object_array_get_idx(vcpus, j)), set) == 0)
+            j++;
+        if (j - i == 1)
+            g_string_append_printf(s, "%svCPU %zu on %s", i ? ", " : "", i, set);
+        else
+            g_string_append_printf(s, "%svCPUs %zu-%zu on %s", i ? ", " : "", i, j - 1, set);
+        i = j;
+    }
+    g_string_append_printf(s, "; emulator on %s", str(own, "emulator"));
+    json_object *io = member(own, "iothreads");
+    if (json_object_is_type(io, json_type_object)) {
+        json_object_object_foreach(io, id, set)
+            g_string_append_printf(s, "; I/O thread %s on %s", id, json_object_get_string(set));
+    }
+    printf("%s\n", s->str);
+    g_string_free(s, TRUE);
+}
+
 static void print_show(json_object *reply)
 {
     json_object *vm = member(reply, "vm");
@@ -216,10 +248,16 @@ static void print_show(json_object *reply)
     printf("  home share %.0f%%, bursts %s, retreats %s, run delay %.2f CPUs now\n",
            100 * num(vm, "home_share", 0), str(vm, "bursts"), str(vm, "retreats"),
            num(vm, "run_delay_cpus", 0));
+    if (json_object_is_type(member(vm, "own"), json_type_object))
+        print_own(member(vm, "own"));
     if (stalled) {
         g_autofree char *text = stalled_text(stalled, true);
         printf("  %s\n", text);
     }
+    json_object *error = member(vm, "error");
+    if (json_object_is_type(error, json_type_object))
+        printf("  failing: %s (at %s; next try in %s ms)\n", str(error, "message"),
+               str(error, "at"), str(error, "retry_in_ms"));
     if (g_strcmp0(str(vm, "reason"), "-") != 0)
         printf("  %s\n", str(vm, "reason"));
     printf("\nrecent decisions:\n");
