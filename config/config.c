@@ -502,8 +502,7 @@ static bool load_policy(const Loader *l, SaConfig *cfg, GError **error)
 }
 
 /* true or false; *out is left alone when the key is absent. */
-static bool get_bool(const Loader *l, const char *group, const char *key, bool *out,
-                     GError **error)
+static bool get_bool(const Loader *l, const char *group, const char *key, bool *out, GError **error)
 {
     g_autofree char *raw = get_raw(l, group, key);
 

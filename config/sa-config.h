@@ -48,7 +48,7 @@ typedef struct {
     /* [hook] */
     bool hook_strict; /* false */
     /* [qmp] */
-    char **qmp_sockets;            /* globs, NULL-terminated, may be empty */
+    char **qmp_sockets;           /* globs, NULL-terminated, may be empty */
     bool qmp_trust_writable_dirs; /* false: refuse sockets others than root and their owner
                                      could replace (a directory on the way writable by them) */
     /* [vm NAME] */

@@ -127,8 +127,8 @@ static void test_dirs(void)
     g_autoptr(GError) relative = NULL;
     g_assert_false(sa_path_dirs_trusted("run/a.qmp", 0, &relative));
     g_assert_error(relative, SA_ERROR, SA_ERROR_UNSUPPORTED);
-    for (const char *const *d = (const char *const[]){open_dir, sticky, group, mine, tmp, NULL};
-         *d; d++)
+    for (const char *const *d = (const char *const[]){open_dir, sticky, group, mine, tmp, NULL}; *d;
+         d++)
         g_assert_cmpint(g_rmdir(*d), ==, 0);
 }
 
