@@ -19,11 +19,10 @@
  * within its cpuset cgroup for the vCPUs.
  *
  * The home chosen for preferred=auto (write_assigned) is kept in memory only, per socket: it
- * survives a QEMU reset and a configuration reload, not a restart of softaffd. A state file
- * would need a key that identifies the same QEMU process across daemon restarts (pid plus start
- * time) and would go stale whenever QEMU dies while softaffd is down; since the policy picks an
- * auto home again within one tick and the vCPUs' memory follows the home only on a home change,
- * losing it on restart costs little, while a stale file could pin a new process to a wrong home.
+ * survives a QEMU reset and a configuration reload, not a restart of softaffd. Unlike the
+ * original affinities (qmp-state.h), which only a file can keep once softaff's pins replaced
+ * them, an auto home is picked again within one tick, and the vCPUs' memory follows the home
+ * only on a home change: losing it on restart costs little.
  *
  * Everything here runs on the main thread. A VM the core is told to forget while its process
  * still runs (shut down under -no-shutdown, QMP connection lost, socket dropped from the config)
