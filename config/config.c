@@ -33,7 +33,7 @@ static const char *const partitions_keys[] = {"layout", "custom", NULL};
 static const char *const policy_keys[] = {"softness",  "manage",         "dwell_ms",
                                           "smoothing", "max_holdoff_ms", NULL};
 static const char *const hook_keys[] = {"strict", NULL};
-static const char *const qmp_keys[] = {"sockets", NULL};
+static const char *const qmp_keys[] = {"sockets", "trust_writable_dirs", NULL};
 static const char *const metrics_keys[] = {"textfile", "every", NULL};
 /* [vm NAME] groups: one per QEMU process found over QMP. */
 #define VM_GROUP_PREFIX "vm "
@@ -108,6 +108,7 @@ SaConfig *sa_config_new_default(void)
     cfg->manage = SA_MANAGE_ALL;
     cfg->hook_strict = false;
     cfg->qmp_sockets = g_new0(char *, 1);
+    cfg->qmp_trust_writable_dirs = false;
     cfg->vms = g_ptr_array_new_with_free_func(vm_config_free);
     cfg->metrics_textfile = NULL;
     cfg->metrics_every = 1;
@@ -500,27 +501,35 @@ static bool load_policy(const Loader *l, SaConfig *cfg, GError **error)
     return true;
 }
 
-static bool load_hook(const Loader *l, SaConfig *cfg, GError **error)
+/* true or false; *out is left alone when the key is absent. */
+static bool get_bool(const Loader *l, const char *group, const char *key, bool *out, GError **error)
 {
-    g_autofree char *raw = get_raw(l, "hook", "strict");
+    g_autofree char *raw = get_raw(l, group, key);
 
     if (raw == NULL)
         return true;
     if (strcmp(raw, "true") == 0) {
-        cfg->hook_strict = true;
+        *out = true;
     } else if (strcmp(raw, "false") == 0) {
-        cfg->hook_strict = false;
+        *out = false;
     } else {
-        set_bad_value(error, l, "hook", "strict", "not true or false");
+        set_bad_value(error, l, group, key, "not true or false");
         return false;
     }
     return true;
+}
+
+static bool load_hook(const Loader *l, SaConfig *cfg, GError **error)
+{
+    return get_bool(l, "hook", "strict", &cfg->hook_strict, error);
 }
 
 static bool load_qmp(const Loader *l, SaConfig *cfg, GError **error)
 {
     char **sockets = NULL;
 
+    if (!get_bool(l, "qmp", "trust_writable_dirs", &cfg->qmp_trust_writable_dirs, error))
+        return false;
     if (!get_list(l, "qmp", "sockets", &sockets, error))
         return false;
     if (sockets == NULL)

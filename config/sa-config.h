@@ -48,7 +48,9 @@ typedef struct {
     /* [hook] */
     bool hook_strict; /* false */
     /* [qmp] */
-    char **qmp_sockets; /* globs, NULL-terminated, may be empty */
+    char **qmp_sockets;           /* globs, NULL-terminated, may be empty */
+    bool qmp_trust_writable_dirs; /* false: refuse a socket that users other than root and its
+                                     owner could replace (a directory on its way they may write) */
     /* [vm NAME] */
     GPtrArray *vms; /* SaVmConfig*, in file order */
     /* [metrics] */

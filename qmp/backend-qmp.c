@@ -7,15 +7,22 @@
  * metadata. All of that is reported to the core as facts (sa_core_report); the core decides
  * whether the VM is managed and sends commands, which qmp-vm.c carries out on its workers.
  *
- * The VM's own settings, read once per connection: the affinity of QEMU's main thread when
- * softaffd first sees the process (its emulator set), within its cpuset cgroup for the vCPUs.
+ * Trust. softaffd pins, as root, the threads QMP names, so it believes a socket only as far as
+ * nobody but root and the socket's owner can replace it (sa_path_dirs_trusted, unless [qmp]
+ * trust_writable_dirs=true), and it pins only threads of the process listening on it: a vCPU
+ * thread id that is not one of them (/proc/PID/task/TID) is refused with one warning, and the
+ * VM is not reported (so not managed) until QEMU names only threads of its own. Skipping just
+ * that thread would manage a VM whose QEMU gives false answers, with a vCPU left unaccounted.
+ *
+ * The VM's own settings, read once per connection: the original affinity of QEMU's main thread
+ * (its emulator set: the one in the state file for this very process, else the current one),
+ * within its cpuset cgroup for the vCPUs.
  *
  * The home chosen for preferred=auto (write_assigned) is kept in memory only, per socket: it
- * survives a QEMU reset and a configuration reload, not a restart of softaffd. A state file
- * would need a key that identifies the same QEMU process across daemon restarts (pid plus start
- * time) and would go stale whenever QEMU dies while softaffd is down; since the policy picks an
- * auto home again within one tick and the vCPUs' memory follows the home only on a home change,
- * losing it on restart costs little, while a stale file could pin a new process to a wrong home.
+ * survives a QEMU reset and a configuration reload, not a restart of softaffd. Unlike the
+ * original affinities (qmp-state.h), which only a file can keep once softaff's pins replaced
+ * them, an auto home is picked again within one tick, and the vCPUs' memory follows the home
+ * only on a home change: losing it on restart costs little.
  *
  * Everything here runs on the main thread. A VM the core is told to forget while its process
  * still runs (shut down under -no-shutdown, QMP connection lost, socket dropped from the config)
@@ -29,9 +36,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "qmp-state.h"
 #include "qmp-vm.h"
 #include "sa-error.h"
 #include "sa-paths.h"
+#include "sa-proctask.h"
 #include "sa-qmp.h"
 
 #define RESCAN_MS 2000
@@ -48,6 +57,9 @@ struct SaQmp {
     GHashTable *conns;       /* socket path -> Conn* */
     GHashTable *retry_after; /* socket path -> gint64* monotonic time */
     QmpHomes *homes;         /* assigned homes per socket, shared with the handles */
+    QmpState *state;         /* original affinities on disk, shared with the handles */
+    GHashTable *refused;     /* socket path -> why, for sockets in untrusted directories at
+                                the last scan: each logged once */
     GSList *lost;            /* LostConn*: closed connections waiting for a verdict */
     guint rescan_source;
     bool closing;
@@ -60,6 +72,7 @@ typedef struct {
     char *key; /* "qmp:" + path */
     SaQmpClient *client;
     pid_t pid;
+    guint64 start_time; /* of pid when connected, 0 unknown */
     char *name;
     GArray *vcpu_tids;      /* pid_t by cpu-index, 0 where unknown; NULL until known */
     QmpVm *vm;              /* the handle, from the first report for as long as this lives */
@@ -68,6 +81,7 @@ typedef struct {
     bool querying;          /* query-name/query-cpus-fast in flight */
     bool shut_down;         /* SHUTDOWN seen: forgotten until it runs again */
     bool reported;          /* the core knows the VM (reported and not forgotten since) */
+    pid_t refused_tid;      /* a vCPU thread id of another process QMP gave last; 0 none */
 } Conn;
 
 static void query(Conn *c);
@@ -137,7 +151,9 @@ static SaCpuSet *read_cgroup_cpus(pid_t pid)
 static void first_sight(Conn *c)
 {
     g_autoptr(GError) error = NULL;
-    c->emulator_pin = qmp_thread_affinity(c->pid, c->pid, &error);
+    c->emulator_pin = qmp_vm_original(c->vm, c->pid);
+    if (!c->emulator_pin)
+        c->emulator_pin = qmp_thread_affinity(c->pid, c->pid, &error);
     if (!c->emulator_pin)
         g_info("%s: %s", c->name, error->message);
     g_autoptr(SaCpuSet) cgroup = read_cgroup_cpus(c->pid);
@@ -194,7 +210,7 @@ static SaVmFacts *conn_facts(const Conn *c)
 static void report(Conn *c)
 {
     if (!c->vm) {
-        c->vm = qmp_vm_new(c->path, c->pid, c->q->homes);
+        c->vm = qmp_vm_new(c->path, c->pid, c->start_time, c->q->homes, c->q->state);
         c->vm->conn = c;
         first_sight(c);
     }
@@ -214,6 +230,8 @@ static void forget(SaQmp *q, const char *key, QmpVm *vm, const char *why)
     g_autoptr(GError) error = NULL;
     if (vm && qmp_process_alive(vm->pid) && !qmp_vm_release(vm, &error))
         g_info("%s: giving the threads their own affinity back: %s", vm->path, error->message);
+    else if (vm && !qmp_process_alive(vm->pid))
+        qmp_state_prune(q->state);
 }
 
 static void conn_forget(Conn *c, const char *why)
@@ -251,6 +269,34 @@ static void retry_later(SaQmp *q, const char *path, gint64 delay_us)
     g_hash_table_insert(q->retry_after, g_strdup(path), when);
 }
 
+/* The first vCPU thread id QMP gave that is not a thread of the socket's peer; 0 when all
+ * are its own. */
+static pid_t foreign_tid(const Conn *c, guint *vcpu)
+{
+    for (guint i = 0; i < c->vcpu_tids->len; i++) {
+        pid_t tid = g_array_index(c->vcpu_tids, pid_t, i);
+        if (tid > 0 && !sa_process_has_task(c->pid, tid)) {
+            *vcpu = i;
+            return tid;
+        }
+    }
+    return 0;
+}
+
+/* QMP named a thread that is not QEMU's own: not reported (forgotten if it was, which gives
+ * the process's own threads their affinity back), warned once per thread id. */
+static void refuse(Conn *c, pid_t tid, guint vcpu)
+{
+    if (tid != c->refused_tid)
+        g_warning("%s: QMP names thread %d as vCPU %u, but it is not a thread of QEMU process %d "
+                  "(the socket's peer): refused, its affinity is left alone; %s is not managed",
+                  c->path, (int)tid, vcpu, (int)c->pid, c->name);
+    c->refused_tid = tid;
+    g_autofree char *why = g_strdup_printf("QMP named thread %d, not a thread of QEMU process %d",
+                                           (int)tid, (int)c->pid);
+    conn_forget(c, why);
+}
+
 static void maybe_report(Conn *c)
 {
     if (c->querying || !c->name || !c->vcpu_tids || c->shut_down)
@@ -260,6 +306,14 @@ static void maybe_report(Conn *c)
                   c->name, c->path);
         return;
     }
+    /* A process that exited has no threads at all: reported, its commands find it gone. */
+    guint vcpu = 0;
+    pid_t tid = foreign_tid(c, &vcpu);
+    if (tid > 0 && qmp_process_alive(c->pid)) {
+        refuse(c, tid, vcpu);
+        return;
+    }
+    c->refused_tid = 0;
     report(c);
 }
 
@@ -468,6 +522,7 @@ static void connect_socket(SaQmp *q, const char *path)
         return;
     }
     c->pid = sa_qmp_client_get_peer_pid(c->client);
+    c->start_time = sa_process_start_time(c->pid);
     sa_qmp_client_set_greeting_timeout(c->client, GREETING_TIMEOUT_MS);
     g_hash_table_insert(q->conns, c->path, c);
 }
@@ -495,14 +550,55 @@ static bool waiting(SaQmp *q, const char *path, gint64 now)
     return false;
 }
 
-static void consider_socket(SaQmp *q, const char *path, gint64 now)
+/* Whether nobody but root and the socket's owner can replace the socket, or the config trusts
+ * writable directories; why not in *why. */
+static bool socket_trusted(SaQmp *q, const char *path, const struct stat *st, char **why)
+{
+    g_autoptr(GError) error = NULL;
+    if (sa_core_config(q->core)->qmp_trust_writable_dirs ||
+        sa_path_dirs_trusted(path, st->st_uid, &error))
+        return true;
+    *why = g_strdup(error->message);
+    return false;
+}
+
+/* A socket in an untrusted directory: logged when first found so (or for another reason),
+ * then kept in refused until a scan no longer finds it so. */
+static void refuse_socket(SaQmp *q, GHashTable *refused, const char *path, char *why)
+{
+    const char *before = g_hash_table_lookup(q->refused, path);
+    if (g_strcmp0(before, why) != 0)
+        g_warning("%s: refused: %s; whoever can write there could make softaffd pin threads of "
+                  "any process ([qmp] trust_writable_dirs=true accepts it)",
+                  path, why);
+    g_hash_table_insert(refused, g_strdup(path), why);
+}
+
+static void consider_socket(SaQmp *q, GHashTable *refused, const char *path, gint64 now)
 {
     struct stat st;
-    if (g_hash_table_contains(q->conns, path) || stat(path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-        waiting(q, path, now))
+    char *why = NULL;
+    if (g_hash_table_contains(q->conns, path) || stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return;
+    if (!socket_trusted(q, path, &st, &why)) {
+        refuse_socket(q, refused, path, why);
+        return;
+    }
+    if (waiting(q, path, now))
         return;
     g_hash_table_remove(q->retry_after, path);
     connect_socket(q, path);
+}
+
+/* Drops the retry times that passed: sockets that went away must not pile up. */
+static void drop_old_retries(SaQmp *q, gint64 now)
+{
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, q->retry_after);
+    while (g_hash_table_iter_next(&it, NULL, &value))
+        if (*(gint64 *)value <= now)
+            g_hash_table_iter_remove(&it);
 }
 
 /* Connections whose VM the core does not know: not reported yet (a query failed), or dropped
@@ -518,7 +614,8 @@ static void requery_unknown(SaQmp *q)
         if (c->reported &&
             !(keys && g_ptr_array_find_with_equal_func(keys, c->key, g_str_equal, NULL)))
             c->reported = false;
-        if (!c->reported && c->vcpu_tids && c->pid > 0 && !c->shut_down)
+        /* One refused waits for an event (RESET, a hot-plug) rather than asking every scan. */
+        if (!c->reported && c->vcpu_tids && c->pid > 0 && !c->shut_down && !c->refused_tid)
             query(c);
     }
 }
@@ -529,13 +626,17 @@ static void rescan(SaQmp *q)
         return;
     const SaConfig *cfg = sa_core_config(q->core);
     gint64 now = g_get_monotonic_time();
+    GHashTable *refused = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    drop_old_retries(q, now);
     for (char **g = cfg->qmp_sockets; g && *g; g++) {
         glob_t gl = {0};
         if (glob(*g, GLOB_NOSORT, NULL, &gl) == 0)
             for (size_t i = 0; i < gl.gl_pathc; i++)
-                consider_socket(q, gl.gl_pathv[i], now);
+                consider_socket(q, refused, gl.gl_pathv[i], now);
         globfree(&gl);
     }
+    g_hash_table_unref(q->refused);
+    q->refused = refused;
     requery_unknown(q);
 }
 
@@ -545,30 +646,58 @@ static gboolean rescan_cb(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
+/* Why a connection is dropped after a reload, NULL to keep it. */
+static char *drop_reason(SaQmp *q, const Conn *c)
+{
+    struct stat st;
+    char *why = NULL;
+    if (!matches_config(q, c->path))
+        return g_strdup("no longer in [qmp] sockets; released");
+    if (stat(c->path, &st) == 0 && !socket_trusted(q, c->path, &st, &why)) {
+        g_autofree char *owned = why;
+        return g_strdup_printf("its socket is refused now (%s); released", owned);
+    }
+    return NULL;
+}
+
+/* The state file follows the control socket; entries of processes gone are dropped. */
+static void sync_state(SaQmp *q)
+{
+    qmp_state_set_socket(q->state, sa_core_config(q->core)->socket);
+    qmp_state_prune(q->state);
+}
+
 void sa_qmp_sync(SaQmp *q)
 {
     g_autoptr(GPtrArray) drop = g_ptr_array_new();
+    g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func(g_free);
     GHashTableIter it;
     gpointer value;
+    sync_state(q);
     g_hash_table_iter_init(&it, q->conns);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         Conn *c = value;
-        if (!matches_config(q, c->path))
+        char *reason = drop_reason(q, c);
+        if (reason) {
             g_ptr_array_add(drop, c);
-        else if (c->reported)
+            g_ptr_array_add(why, reason);
+        } else if (c->reported) {
             report(c);
+        }
     }
     for (guint i = 0; i < drop->len; i++) {
         Conn *c = g_ptr_array_index(drop, i);
-        conn_forget(c, "no longer in [qmp] sockets; released");
+        conn_forget(c, g_ptr_array_index(why, i));
         g_hash_table_remove(q->conns, c->path); /* closes it without callbacks */
     }
     g_hash_table_remove_all(q->retry_after);
+    g_hash_table_remove_all(q->refused); /* logged again after a reload */
     rescan(q);
 }
 
 void sa_qmp_start(SaQmp *q)
 {
+    sync_state(q);
     rescan(q);
     if (!q->rescan_source)
         q->rescan_source = g_timeout_add(RESCAN_MS, rescan_cb, q);
@@ -581,6 +710,8 @@ SaQmp *sa_qmp_new(SaCore *core)
     q->conns = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, conn_free);
     q->retry_after = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     q->homes = qmp_homes_new();
+    q->state = qmp_state_new();
+    q->refused = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     return q;
 }
 
@@ -605,5 +736,7 @@ void sa_qmp_free(SaQmp *q)
     g_hash_table_unref(q->conns);
     g_hash_table_unref(q->retry_after);
     qmp_homes_unref(q->homes);
+    qmp_state_unref(q->state);
+    g_hash_table_unref(q->refused);
     g_free(q);
 }

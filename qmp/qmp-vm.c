@@ -3,9 +3,14 @@
  * pin gives each vCPU thread its set and every other thread of the process (main loop, I/O
  * threads, thread-pool workers) the emulator set. Each thread's affinity is read first and
  * written only when it differs; the value a thread had before softaff's first write to it is
- * remembered, and restore puts exactly that back. Threads come and go (QEMU's thread pool), so
- * an "other" thread that exits meanwhile is no error, and the memory of exited threads is
- * dropped. These run on the core's worker threads, under the handle's lock (see qmp-vm.h). */
+ * remembered, in memory and in the state file (qmp-state.h) before that write, and restore
+ * puts exactly that back. Threads come and go (QEMU's thread pool), so an "other" thread that
+ * exits meanwhile is no error, and the memory of exited threads is dropped.
+ *
+ * A thread id is written only while it is a thread of the process (/proc/PID/task/TID),
+ * checked right before each sched_setaffinity: QMP only names thread ids, and one that exited
+ * may be reused by any process. These run on the core's worker threads, under the handle's
+ * lock (see qmp-vm.h). */
 #define G_LOG_DOMAIN "softaffd"
 
 #include "qmp-vm.h"
@@ -18,6 +23,7 @@
 
 #include "sa-error.h"
 #include "sa-paths.h"
+#include "sa-proctask.h"
 #include "sa-sampler.h"
 
 /* ---- remembered homes --------------------------------------------------------------------- */
@@ -69,17 +75,41 @@ void qmp_homes_set(QmpHomes *homes, const char *path, int home)
 
 /* ---- the handle --------------------------------------------------------------------------- */
 
-QmpVm *qmp_vm_new(const char *path, pid_t pid, QmpHomes *homes)
+QmpVm *qmp_vm_new(const char *path, pid_t pid, guint64 start_time, QmpHomes *homes, QmpState *state)
 {
     QmpVm *vm = g_new0(QmpVm, 1);
     vm->ref = 1;
     vm->path = g_strdup(path);
     vm->pid = pid;
+    vm->start_time = start_time;
     vm->homes = qmp_homes_ref(homes);
+    vm->state = qmp_state_ref(state);
     g_mutex_init(&vm->lock);
     vm->vcpu_tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
-    vm->original = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)sa_cpuset_free);
+    vm->original = start_time
+                       ? qmp_state_load(state, path, pid, start_time)
+                       : g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)sa_cpuset_free);
+    GHashTableIter it;
+    gpointer tid;
+    g_hash_table_iter_init(&it, vm->original);
+    while (g_hash_table_iter_next(&it, &tid, NULL))
+        if (!sa_process_has_task(pid, GPOINTER_TO_INT(tid)))
+            g_hash_table_iter_remove(&it);
     return vm;
+}
+
+SaCpuSet *qmp_vm_original(QmpVm *vm, pid_t tid)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&vm->lock);
+    const SaCpuSet *set = g_hash_table_lookup(vm->original, GINT_TO_POINTER(tid));
+    return set ? sa_cpuset_copy(set) : NULL;
+}
+
+/* Writes what is remembered to the state file. Called with vm->lock held. */
+static void save_originals(QmpVm *vm)
+{
+    if (vm->start_time)
+        qmp_state_save(vm->state, vm->path, vm->pid, vm->start_time, vm->original);
 }
 
 gpointer qmp_vm_ref(gpointer handle)
@@ -98,6 +128,7 @@ void qmp_vm_unref(gpointer handle)
     g_hash_table_unref(vm->original);
     g_mutex_clear(&vm->lock);
     qmp_homes_unref(vm->homes);
+    qmp_state_unref(vm->state);
     g_free(vm->path);
     g_free(vm);
 }
@@ -191,9 +222,35 @@ SaCpuSet *qmp_thread_affinity(pid_t pid, pid_t tid, GError **error)
     return set;
 }
 
-/* Gives tid the set want unless it has it already; remembers its own affinity before softaff
- * first changes it. Called with vm->lock held. */
-static bool pin_thread(QmpVm *vm, pid_t tid, const SaCpuSet *want, GError **error)
+/* Whether tid is a thread of the VM's process now; else TRANSIENT (GONE when the process
+ * exited), the thread left alone. */
+static bool is_task(const QmpVm *vm, pid_t tid, GError **error)
+{
+    if (sa_process_has_task(vm->pid, tid))
+        return true;
+    if (!qmp_process_alive(vm->pid))
+        set_gone(error, vm->pid);
+    else
+        g_set_error(error, SA_ERROR, SA_ERROR_TRANSIENT,
+                    "thread %d is not a thread of QEMU process %d (any more); left alone", (int)tid,
+                    (int)vm->pid);
+    return false;
+}
+
+/* Remembers tid's own affinity cur before softaff first changes it, on disk first. Called with
+ * vm->lock held. */
+static void remember(QmpVm *vm, pid_t tid, const SaCpuSet *cur)
+{
+    if (g_hash_table_contains(vm->original, GINT_TO_POINTER(tid)))
+        return;
+    g_hash_table_insert(vm->original, GINT_TO_POINTER(tid), sa_cpuset_copy(cur));
+    save_originals(vm);
+}
+
+/* Gives tid the set want unless it has it already; with record, remembers its own affinity
+ * before softaff first changes it. The thread must be one of the process's right before the
+ * write: a thread id that is not (any more) is left alone. Called with vm->lock held. */
+static bool pin_thread(QmpVm *vm, pid_t tid, const SaCpuSet *want, bool record, GError **error)
 {
     g_autoptr(SaCpuSet) cur = NULL;
     int err = get_affinity(tid, &cur);
@@ -203,8 +260,13 @@ static bool pin_thread(QmpVm *vm, pid_t tid, const SaCpuSet *want, GError **erro
     }
     if (sa_cpuset_equal(cur, want))
         return true;
-    if (!g_hash_table_contains(vm->original, GINT_TO_POINTER(tid)))
-        g_hash_table_insert(vm->original, GINT_TO_POINTER(tid), g_steal_pointer(&cur));
+    if (!is_task(vm, tid, error))
+        return false;
+    if (record)
+        remember(vm, tid, cur);
+    /* Again right before the write: the file write above takes time. */
+    if (!is_task(vm, tid, error))
+        return false;
     err = set_affinity(tid, want);
     if (err != 0) {
         set_thread_error(error, vm->pid, tid, want, err);
@@ -241,13 +303,25 @@ static GArray *list_threads(QmpVm *vm, GError **error)
             set_gone(error, vm->pid);
         return NULL;
     }
+    /* The pid may name another process now: the threads are not the VM's. */
+    if (vm->start_time && sa_process_start_time(vm->pid) != vm->start_time) {
+        g_array_unref(threads);
+        set_gone(error, vm->pid);
+        return NULL;
+    }
     g_array_sort(threads, compare_tids);
     GHashTableIter it;
     gpointer tid;
+    bool dropped = false;
     g_hash_table_iter_init(&it, vm->original);
-    while (g_hash_table_iter_next(&it, &tid, NULL))
-        if (!has_tid(threads, GPOINTER_TO_INT(tid)))
+    while (g_hash_table_iter_next(&it, &tid, NULL)) {
+        if (!has_tid(threads, GPOINTER_TO_INT(tid))) {
             g_hash_table_iter_remove(&it);
+            dropped = true;
+        }
+    }
+    if (dropped)
+        save_originals(vm);
     return threads;
 }
 
@@ -272,17 +346,18 @@ static bool pin_vcpus(QmpVm *vm, const SaCommand *cmd, const GArray *vcpu_tids,
                         "vCPU %u (thread %d) of QEMU process %d exited", i, (int)tid, (int)vm->pid);
             return false;
         }
-        if (!pin_thread(vm, tid, cmd->vcpus[i], error))
+        if (!pin_thread(vm, tid, cmd->vcpus[i], true, error))
             return false;
     }
     return true;
 }
 
 /* pin_thread for a thread that may exit meanwhile (a thread-pool worker): that is no error. */
-static bool pin_thread_if_alive(QmpVm *vm, pid_t tid, const SaCpuSet *want, GError **error)
+static bool pin_thread_if_alive(QmpVm *vm, pid_t tid, const SaCpuSet *want, bool record,
+                                GError **error)
 {
     g_autoptr(GError) e = NULL;
-    if (pin_thread(vm, tid, want, &e) || g_error_matches(e, SA_ERROR, SA_ERROR_TRANSIENT))
+    if (pin_thread(vm, tid, want, record, &e) || g_error_matches(e, SA_ERROR, SA_ERROR_TRANSIENT))
         return true;
     g_propagate_error(error, g_steal_pointer(&e));
     return false;
@@ -295,10 +370,42 @@ static bool pin_others(QmpVm *vm, const SaCpuSet *want, const GArray *vcpu_tids,
     g_array_sort(vcpus, compare_tids);
     for (guint i = 0; i < threads->len; i++) {
         pid_t tid = g_array_index(threads, pid_t, i);
-        if (!has_tid(vcpus, tid) && !pin_thread_if_alive(vm, tid, want, error))
+        if (!has_tid(vcpus, tid) && !pin_thread_if_alive(vm, tid, want, true, error))
             return false;
     }
     return true;
+}
+
+/* What a thread softaff never wrote gets back: its vCPU's set in cmd, else cmd's set for the
+ * other threads; NULL without a command. */
+static const SaCpuSet *fallback_for(const SaCommand *cmd, const GArray *vcpu_tids, pid_t tid)
+{
+    if (!cmd)
+        return NULL;
+    for (guint i = 0; cmd->vcpus && i < cmd->n_vcpus && i < vcpu_tids->len; i++)
+        if (g_array_index(vcpu_tids, pid_t, i) == tid)
+            return cmd->vcpus[i];
+    return cmd->others;
+}
+
+/* Remembers, in one write of the state file, the own affinity of every thread the command
+ * changes that has none remembered yet. Called with vm->lock held. */
+static void remember_all(QmpVm *vm, const SaCommand *cmd, const GArray *vcpu_tids,
+                         const GArray *threads)
+{
+    bool added = false;
+    for (guint i = 0; i < threads->len; i++) {
+        pid_t tid = g_array_index(threads, pid_t, i);
+        const SaCpuSet *want = fallback_for(cmd, vcpu_tids, tid);
+        g_autoptr(SaCpuSet) cur = NULL;
+        if (!want || g_hash_table_contains(vm->original, GINT_TO_POINTER(tid)) ||
+            get_affinity(tid, &cur) != 0 || sa_cpuset_equal(cur, want))
+            continue;
+        g_hash_table_insert(vm->original, GINT_TO_POINTER(tid), g_steal_pointer(&cur));
+        added = true;
+    }
+    if (added)
+        save_originals(vm);
 }
 
 bool qmp_vm_pin(gpointer handle, const SaCommand *cmd, GError **error)
@@ -314,24 +421,15 @@ bool qmp_vm_pin(gpointer handle, const SaCommand *cmd, GError **error)
     if (!threads)
         return false;
     const GArray *vcpu_tids = command_vcpu_tids(vm, cmd);
+    remember_all(vm, cmd, vcpu_tids, threads);
     return pin_vcpus(vm, cmd, vcpu_tids, threads, error) &&
            (!cmd->others || pin_others(vm, cmd->others, vcpu_tids, threads, error));
 }
 
-/* What a thread softaff never wrote gets back: its vCPU's set in cmd, else cmd's set for the
- * other threads; NULL without a command. */
-static const SaCpuSet *fallback_for(const SaCommand *cmd, const GArray *vcpu_tids, pid_t tid)
-{
-    if (!cmd)
-        return NULL;
-    for (guint i = 0; cmd->vcpus && i < cmd->n_vcpus && i < vcpu_tids->len; i++)
-        if (g_array_index(vcpu_tids, pid_t, i) == tid)
-            return cmd->vcpus[i];
-    return cmd->others;
-}
-
 /* Puts every thread's remembered affinity back, else the fallback (see fallback_for). Threads
- * that exited meanwhile are skipped. Called with vm->lock held. */
+ * that exited meanwhile are skipped. Once all are back, nothing is left to remember: the
+ * memory and the process's entry in the state file are dropped, so that a later pin reads the
+ * originals afresh. Called with vm->lock held. */
 static bool put_back(QmpVm *vm, const SaCommand *cmd, GError **error)
 {
     g_autoptr(GArray) threads = list_threads(vm, error);
@@ -340,13 +438,15 @@ static bool put_back(QmpVm *vm, const SaCommand *cmd, GError **error)
     const GArray *vcpu_tids = command_vcpu_tids(vm, cmd);
     for (guint i = 0; i < threads->len; i++) {
         pid_t tid = g_array_index(threads, pid_t, i);
-        /* Points into vm->original: pin_thread only adds threads that have no entry. */
+        /* Points into vm->original: pin_thread without record adds nothing. */
         const SaCpuSet *want = g_hash_table_lookup(vm->original, GINT_TO_POINTER(tid));
         if (!want)
             want = fallback_for(cmd, vcpu_tids, tid);
-        if (want && !pin_thread_if_alive(vm, tid, want, error))
+        if (want && !pin_thread_if_alive(vm, tid, want, false, error))
             return false;
     }
+    g_hash_table_remove_all(vm->original);
+    save_originals(vm);
     return true;
 }
 

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "qmp-state.h"
 #include "sa-backend.h"
 
 G_BEGIN_DECLS
@@ -33,9 +34,11 @@ typedef struct {
     gint ref; /* atomic */
 
     /* Set by qmp_vm_new, never changed: read without a lock. */
-    char *path;      /* the QMP socket */
-    pid_t pid;       /* the QEMU process (SO_PEERCRED) */
-    QmpHomes *homes; /* a reference; locks itself */
+    char *path;         /* the QMP socket */
+    pid_t pid;          /* the QEMU process (SO_PEERCRED) */
+    guint64 start_time; /* of pid (/proc/PID/stat field 22) when first seen; 0 unknown */
+    QmpHomes *homes;    /* a reference; locks itself */
+    QmpState *state;    /* a reference; locks itself */
 
     /* Main thread only, no lock: the backend's connection while it lives, NULL after. */
     gpointer conn;
@@ -44,12 +47,20 @@ typedef struct {
     GMutex lock;
     GArray *vcpu_tids;    /* pid_t per vCPU index as last reported (0 = unknown) */
     GHashTable *original; /* tid -> SaCpuSet*: the thread's affinity before softaff's first
-                             write to it; entries of exited threads are dropped at each pin */
+                             write to it, also in the state file (written before that write);
+                             entries of exited threads are dropped at each command, all of
+                             them once every thread got its own back */
     bool released;        /* its threads were handed back (the VM was forgotten): commands
                              are refused with SA_ERROR_GONE until it is reported again */
 } QmpVm;
 
-QmpVm *qmp_vm_new(const char *path, pid_t pid, QmpHomes *homes);
+/* Main thread. The originals the state file holds for this very process (same pid and start
+ * time) are taken for threads it still has: a restarted softaffd puts those back, not the
+ * affinities it finds, which may be its own pins. */
+QmpVm *qmp_vm_new(const char *path, pid_t pid, guint64 start_time, QmpHomes *homes,
+                  QmpState *state);
+/* Main thread: the remembered original affinity of one thread, NULL when none. */
+SaCpuSet *qmp_vm_original(QmpVm *vm, pid_t tid);
 /* SaBackendOps.handle_ref/handle_unref: any thread. */
 gpointer qmp_vm_ref(gpointer handle);
 void qmp_vm_unref(gpointer handle);
@@ -63,8 +74,10 @@ void qmp_vm_update(QmpVm *vm, const GArray *vcpu_tids);
  * error. */
 bool qmp_vm_release(QmpVm *vm, GError **error);
 
-/* SaBackendOps callbacks (worker threads; each takes the handle's lock). Errors: SA_ERROR_GONE
- * when the process exited, SA_ERROR_TRANSIENT when one of its vCPU threads exited while it
+/* SaBackendOps callbacks (worker threads; each takes the handle's lock). Only threads of the
+ * process are written: each is checked to be one right before its sched_setaffinity. Errors:
+ * SA_ERROR_GONE when the process exited (or its pid is another process's now),
+ * SA_ERROR_TRANSIENT when one of its vCPU threads exited (or is no thread of it) while it
  * runs, SA_ERROR_UNSUPPORTED when the kernel refuses the affinity (EPERM, EINVAL). */
 bool qmp_vm_pin(gpointer handle, const SaCommand *cmd, GError **error);
 bool qmp_vm_restore(gpointer handle, const SaCommand *cmd, GError **error);

@@ -77,6 +77,7 @@ static void assert_defaults(const SaConfig *cfg)
     g_assert_false(cfg->hook_strict);
     g_assert_nonnull(cfg->qmp_sockets);
     g_assert_null(cfg->qmp_sockets[0]);
+    g_assert_false(cfg->qmp_trust_writable_dirs);
     g_assert_null(cfg->metrics_textfile);
     g_assert_cmpuint(cfg->metrics_every, ==, 1);
 }
@@ -170,6 +171,7 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "#strict=false",
         "[qmp]",
         "#sockets=",
+        "#trust_writable_dirs=false",
         "[metrics]",
         "#textfile=",
         "#every=1",
@@ -396,6 +398,11 @@ static const struct {
     {"[qmp]\nsockets=/run/a.qmp;relative/*.qmp\n", SA_ERROR_CONFIG,
      "@: [qmp] sockets=/run/a.qmp;relative/*.qmp: entry 1 \"relative/*.qmp\" is not an "
      "absolute path"},
+    {"[qmp]\ntrust_writable_dirs=1\n", SA_ERROR_CONFIG,
+     "@: [qmp] trust_writable_dirs=1: not true or false"},
+    {"[qmp]\ntrust_writable_dir=true\n", SA_ERROR_CONFIG,
+     "@: [qmp] trust_writable_dir=true: unknown key (known in [qmp]: sockets, "
+     "trust_writable_dirs)"},
     /* [vm NAME] */
     {"[vm web]\nmode=hard\n", SA_ERROR_CONFIG,
      "@: [vm web] mode=hard: not one of soft, strict, off"},
@@ -515,6 +522,27 @@ static void test_good_edges(Fixture *f, gconstpointer data)
     g_assert_false(cfg3->hook_strict);
 }
 
+/* [qmp] trust_writable_dirs: false unless set, either way. */
+static void test_qmp_trust(Fixture *f, gconstpointer data)
+{
+    static const struct {
+        const char *text;
+        bool want;
+    } cases[] = {
+        {"[qmp]\nsockets=/tmp/*.qmp\n", false},
+        {"[qmp]\nsockets=/tmp/*.qmp\ntrust_writable_dirs=true\n", true},
+        {"[qmp]\ntrust_writable_dirs=false\n", false},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *name = g_strdup_printf("trust%zu.conf", i);
+        g_autofree char *path = write_conf(f, name, cases[i].text, -1);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(cfg->qmp_trust_writable_dirs, ==, cases[i].want);
+    }
+}
+
 /* [vm NAME] groups: settings of QEMU processes found over QMP. */
 static void test_vm_groups(Fixture *f, gconstpointer data)
 {
@@ -599,6 +627,7 @@ int main(int argc, char **argv)
     ADD("/config/socket-too-long", test_socket_too_long);
     ADD("/config/good-edges", test_good_edges);
     ADD("/config/vm-groups", test_vm_groups);
+    ADD("/config/qmp-trust", test_qmp_trust);
     g_test_add_func("/config/data-bad-files", test_data_bad_files);
 
     return g_test_run();

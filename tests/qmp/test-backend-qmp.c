@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,7 +23,9 @@
 #include <json-c/json.h>
 
 #include "backend-qmp.h"
+#include "qmp-state.h"
 #include "sa-error.h"
+#include "sa-proctask.h"
 #include "sa-sampler.h"
 
 #define GREETING                                                                                   \
@@ -285,6 +290,12 @@ static SaConfig *make_config(void)
 {
     SaConfig *cfg = sa_config_new_default();
     cfg->path = g_strdup("/etc/softaff/test.conf");
+    /* The state file goes beside the control socket: in the test's directory. */
+    g_free(cfg->socket);
+    cfg->socket = g_build_filename(F->dir, "run", "softaffd.sock", NULL);
+    /* The test's directory is in $TMPDIR, writable by all: trusted here, refused in its own
+     * tests. */
+    cfg->qmp_trust_writable_dirs = true;
     g_strfreev(cfg->qmp_sockets);
     cfg->qmp_sockets = g_new0(char *, 2);
     cfg->qmp_sockets[0] = g_build_filename(F->dir, "*.qmp", NULL);
@@ -730,8 +741,13 @@ static void eperm_child(const Report *r, const SaCommand *pin)
     if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
         setresuid(65534, 65534, 65534) < 0)
         _exit(77);
+    /* Nor may it write the state file in root's directory: said once, and no reason not to
+     * pin. */
+    g_test_expect_message("softaffd", G_LOG_LEVEL_WARNING,
+                          "cannot record the original affinities of QMP-managed threads in *");
     GError *error = NULL;
     bool ok = r->ops->pin(r->handle, pin, &error);
+    g_test_assert_expected_messages();
     if (!ok && g_error_matches(error, SA_ERROR, SA_ERROR_UNSUPPORTED) &&
         strstr(error->message, g_strerror(EPERM)))
         _exit(0);
@@ -932,6 +948,280 @@ static void test_process_exited(void)
     fixture_teardown();
 }
 
+/* ---- trust ---------------------------------------------------------------------------------- */
+
+/* A process that is not the "QEMU" (this test): a child waiting to be killed, on cpu1. */
+static pid_t start_stranger(void)
+{
+    pid_t child = fork();
+    g_assert_cmpint(child, >=, 0);
+    if (child == 0) {
+        /* Gone with the test, even when it fails. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pause();
+        _exit(0);
+    }
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    CPU_SET(F->cpu1, &mask);
+    g_assert_cmpint(sched_setaffinity(child, sizeof(mask), &mask), ==, 0);
+    return child;
+}
+
+static void stop_stranger(pid_t child)
+{
+    kill(child, SIGKILL);
+    g_assert_cmpint(waitpid(child, NULL, 0), ==, child);
+}
+
+static SaCpuSet *process_affinity(pid_t pid)
+{
+    g_autoptr(GError) error = NULL;
+    SaCpuSet *set = sa_thread_read_allowed(pid, pid, &error);
+    g_assert_no_error(error);
+    return set;
+}
+
+/* Runs the main loop a moment (for messages that come with no other sign). */
+static void pump_a_while(void)
+{
+    gint64 end = g_get_monotonic_time() + 200 * 1000;
+    while (g_get_monotonic_time() < end)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+}
+
+/* Answers the queries with thread ids; the backend is not expected to report. */
+static void serve_refused(const pid_t *tids, guint n)
+{
+    peer_reply(peer_expect("query-name"), "{\"name\": \"guest-a\"}");
+    g_autoptr(GString) cpus = g_string_new("[");
+    for (guint i = 0; i < n; i++)
+        g_string_append_printf(cpus, "%s{\"cpu-index\": %u, \"thread-id\": %d}", i ? ", " : "", i,
+                               (int)tids[i]);
+    g_string_append_c(cpus, ']');
+    peer_reply(peer_expect("query-cpus-fast"), cpus->str);
+    pump_a_while();
+}
+
+/* QMP names a thread of another process: refused with one warning, that process's affinity
+ * unchanged, the VM not reported (forgotten when it was), until QEMU names its own threads. */
+static void test_foreign_thread(void)
+{
+    if (!setup_two_cpus())
+        return;
+    pid_t stranger = start_stranger();
+    F->vcpus[0] = thread_start();
+    const Report *r = connect_vm("guest-a", (pid_t[]){vcpu_tid(0)}, 1);
+    SaCpuSet *sets[] = {F->c0};
+    SaCommand pin = make_command(r, sets, F->c0);
+    run_ok(r->ops->pin, r, &pin);
+    guint reports = F->core.reports->len;
+
+    /* A "hot-plug": now vCPU 1 is the stranger. */
+    g_autofree char *warning = g_strdup_printf(
+        "*a.qmp: QMP names thread %d as vCPU 1, but it is not a thread of QEMU process %d (the "
+        "socket's peer): refused, its affinity is left alone; guest-a is not managed",
+        (int)stranger, (int)getpid());
+    g_test_expect_message("softaffd", G_LOG_LEVEL_WARNING, warning);
+    peer_event("DEVICE_DELETED", "{\"path\": \"/machine/peripheral/cpu1\"}");
+    pid_t both[] = {vcpu_tid(0), stranger};
+    serve_refused(both, 2);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(F->core.reports->len, ==, reports);
+    assert_forgotten(g_ptr_array_index(F->core.forgotten, 0), "QMP named thread ");
+    assert_affinity(vcpu_tid(0), F->own, "vCPU 0 once its VM was refused");
+    g_autoptr(SaCpuSet) theirs = process_affinity(stranger);
+    g_assert_true(sa_cpuset_equal(theirs, F->c1));
+
+    /* The same answer again: no second warning (one would be fatal here). */
+    peer_event("RESET", "{\"guest\": true, \"reason\": \"host-qmp-system-reset\"}");
+    serve_refused(both, 2);
+    g_assert_cmpuint(F->core.reports->len, ==, reports);
+
+    /* QEMU names its own threads again: reported. */
+    peer_event("RESET", "{\"guest\": true, \"reason\": \"host-qmp-system-reset\"}");
+    r = serve_queries("guest-a", (pid_t[]){vcpu_tid(0)}, 1);
+    g_assert_cmpuint(r->facts->n_vcpus, ==, 1);
+    g_autoptr(SaCpuSet) still = process_affinity(stranger);
+    g_assert_true(sa_cpuset_equal(still, F->c1));
+    stop_stranger(stranger);
+    fixture_teardown();
+}
+
+/* A command naming a thread of another process writes nothing to it. */
+static void test_foreign_thread_command(void)
+{
+    if (!setup_two_cpus())
+        return;
+    pid_t stranger = start_stranger();
+    const Report *r = start_guest(1);
+    GArray *tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
+    g_array_append_val(tids, stranger);
+    SaCpuSet *sets[] = {F->c0};
+    SaCommand pin = make_command(r, sets, NULL);
+    pin.vcpu_tids = tids;
+    g_free(run_failing(r->ops->pin, r, &pin, SA_ERROR_TRANSIENT));
+    g_autoptr(SaCpuSet) theirs = process_affinity(stranger);
+    g_assert_true(sa_cpuset_equal(theirs, F->c1));
+    g_array_unref(tids);
+    stop_stranger(stranger);
+    fixture_teardown();
+}
+
+/* Sockets in a directory others may write are refused, by default; trust_writable_dirs=true
+ * accepts them. */
+static void test_untrusted_dir(void)
+{
+    fixture_setup(true);
+    F->core.cfg->qmp_trust_writable_dirs = false;
+    g_assert_cmpint(chmod(F->dir, 0777), ==, 0);
+    g_autofree char *warning = g_strdup_printf(
+        "%s: refused: directory %s is writable by every user (mode 0777); whoever can write "
+        "there could make softaffd pin threads of any process ([qmp] trust_writable_dirs=true "
+        "accepts it)",
+        F->path, F->dir);
+    g_test_expect_message("softaffd", G_LOG_LEVEL_WARNING, warning);
+    sa_qmp_start(F->q);
+    g_test_assert_expected_messages();
+    pump_a_while();
+    struct pollfd pfd = {F->listener, POLLIN, 0};
+    g_assert_cmpint(poll(&pfd, 1, 0), ==, 0);
+
+    F->core.cfg->qmp_trust_writable_dirs = true;
+    sa_qmp_sync(F->q);
+    peer_accept();
+    peer_send(GREETING);
+    peer_reply(peer_expect("qmp_capabilities"), "{}");
+    F->vcpus[0] = thread_start();
+    const Report *r = serve_queries("guest-a", (pid_t[]){vcpu_tid(0)}, 1);
+    g_assert_cmpstr(r->facts->key, ==, F->key);
+
+    /* Refused again after a reload: forgotten and closed. */
+    F->core.cfg->qmp_trust_writable_dirs = false;
+    g_test_expect_message("softaffd", G_LOG_LEVEL_WARNING, warning);
+    sa_qmp_sync(F->q);
+    g_test_assert_expected_messages();
+    assert_forgotten(g_ptr_array_index(F->core.forgotten, 0), "its socket is refused now (");
+    peer_wait_eof();
+    fixture_teardown();
+}
+
+/* ---- original affinities across restarts -------------------------------------------------- */
+
+static QmpState *state_of_fixture(void)
+{
+    QmpState *state = qmp_state_new();
+    qmp_state_set_socket(state, F->core.cfg->socket);
+    return state;
+}
+
+/* The originals the state file holds for this process behind the fixture's socket. */
+static GHashTable *recorded(void)
+{
+    QmpState *state = state_of_fixture();
+    GHashTable *t = qmp_state_load(state, F->path, getpid(), sa_process_start_time(getpid()));
+    qmp_state_unref(state);
+    return t;
+}
+
+static void assert_recorded(pid_t tid, const SaCpuSet *want, const char *what)
+{
+    g_autoptr(GHashTable) t = recorded();
+    const SaCpuSet *got = g_hash_table_lookup(t, GINT_TO_POINTER(tid));
+    if (want ? !got || !sa_cpuset_equal(got, want) : got != NULL)
+        g_error("%s: thread %d recorded %s", what, (int)tid, got ? "wrongly" : "not at all");
+}
+
+/* The daemon stops without restoring (--once, a crash) and starts again: the originals come
+ * from the state file, not from the threads, which hold softaff's pins. */
+static void test_state_restart(void)
+{
+    if (!setup_two_cpus())
+        return;
+    const Report *r = start_guest(1);
+    TestThread *worker = thread_start();
+    SaCpuSet *sets[] = {F->c0};
+    SaCommand pin = make_command(r, sets, F->c1);
+    run_ok(r->ops->pin, r, &pin);
+    assert_recorded(vcpu_tid(0), F->own, "vCPU 0 after the first pin");
+    assert_recorded(getpid(), F->own, "main thread after the first pin");
+    assert_recorded(worker->tid, F->own, "worker after the first pin");
+
+    /* A thread that is gone is forgotten, in memory and in the file. */
+    pid_t gone = worker->tid;
+    thread_stop(worker);
+    run_ok(r->ops->pin, r, &pin);
+    assert_recorded(gone, NULL, "a thread that exited");
+
+    /* "Restart": the backend goes without restoring; a new one finds the same process. */
+    sa_qmp_free(F->q);
+    close(F->peer);
+    F->peer = -1;
+    g_ptr_array_set_size(F->core.reports, 0);
+    F->q = sa_qmp_new(&F->core);
+    r = connect_vm("guest-a", (pid_t[]){vcpu_tid(0)}, 1);
+    g_assert_true(sa_cpuset_equal(r->facts->emulator_pin, F->own));
+    SaCpuSet *fallback[] = {F->c1};
+    SaCommand restore = make_command(r, fallback, F->c0);
+    run_ok(r->ops->restore, r, &restore);
+    assert_affinity(vcpu_tid(0), F->own, "vCPU 0 restored after a restart");
+    assert_affinity(getpid(), F->own, "main thread restored after a restart");
+    /* Everything is back: nothing left in the file. */
+    g_autoptr(GHashTable) left = recorded();
+    g_assert_cmpuint(g_hash_table_size(left), ==, 0);
+    fixture_teardown();
+}
+
+/* Round trip of the state file, entries of other processes and of processes gone. */
+static void test_state_file(void)
+{
+    fixture_setup(true);
+    QmpState *state = state_of_fixture();
+    pid_t me = getpid();
+    guint64 start = sa_process_start_time(me);
+    g_autoptr(GHashTable) t =
+        g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)sa_cpuset_free);
+    g_hash_table_insert(t, GINT_TO_POINTER(me), sa_cpuset_copy(F->c0));
+    g_hash_table_insert(t, GINT_TO_POINTER(me + 1), sa_cpuset_copy(F->own));
+    /* A socket path with characters a group name may not hold. */
+    const char *odd = "/run/vm [a]\n.qmp";
+    qmp_state_save(state, odd, me, start, t);
+    qmp_state_save(state, F->path, me, start, t);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    g_assert_cmpint(waitpid(child, NULL, 0), ==, child);
+    qmp_state_save(state, F->path, child, start, t);  /* exited */
+    qmp_state_save(state, F->path, me, start + 1, t); /* same pid, another process */
+
+    g_autoptr(GHashTable) back = qmp_state_load(state, odd, me, start);
+    g_assert_cmpuint(g_hash_table_size(back), ==, 2);
+    g_assert_true(sa_cpuset_equal(g_hash_table_lookup(back, GINT_TO_POINTER(me)), F->c0));
+    g_assert_true(sa_cpuset_equal(g_hash_table_lookup(back, GINT_TO_POINTER(me + 1)), F->own));
+    g_autoptr(GHashTable) other = qmp_state_load(state, F->path, me, start + 1);
+    g_assert_cmpuint(g_hash_table_size(other), ==, 2);
+
+    qmp_state_prune(state);
+    g_autoptr(GHashTable) pruned = qmp_state_load(state, F->path, child, start);
+    g_assert_cmpuint(g_hash_table_size(pruned), ==, 0);
+    g_autoptr(GHashTable) pruned2 = qmp_state_load(state, F->path, me, start + 1);
+    g_assert_cmpuint(g_hash_table_size(pruned2), ==, 0);
+    g_autoptr(GHashTable) kept = qmp_state_load(state, F->path, me, start);
+    g_assert_cmpuint(g_hash_table_size(kept), ==, 2);
+
+    /* An empty table removes the entry. */
+    g_hash_table_remove_all(t);
+    qmp_state_save(state, odd, me, start, t);
+    g_autoptr(GHashTable) removed = qmp_state_load(state, odd, me, start);
+    g_assert_cmpuint(g_hash_table_size(removed), ==, 0);
+    g_autofree char *file = qmp_state_file(state);
+    g_autofree char *want = g_build_filename(F->dir, "run", "qmp-originals.ini", NULL);
+    g_assert_cmpstr(file, ==, want);
+    qmp_state_unref(state);
+    fixture_teardown();
+}
+
 /* Once the core is stopping, no new socket is taken on. */
 static void test_stopping(void)
 {
@@ -962,6 +1252,11 @@ int main(int argc, char **argv)
     g_test_add_func("/qmp-backend/connection-lost", test_connection_lost);
     g_test_add_func("/qmp-backend/process-exited", test_process_exited);
     g_test_add_func("/qmp-backend/stopping", test_stopping);
+    g_test_add_func("/qmp-backend/foreign-thread", test_foreign_thread);
+    g_test_add_func("/qmp-backend/foreign-thread-command", test_foreign_thread_command);
+    g_test_add_func("/qmp-backend/untrusted-dir", test_untrusted_dir);
+    g_test_add_func("/qmp-backend/state-restart", test_state_restart);
+    g_test_add_func("/qmp-backend/state-file", test_state_file);
     int rc = g_test_run();
     if (!remove_tree(sysfs_root))
         rc = 1;

@@ -1,0 +1,107 @@
+/* softaff — thread ownership and trusted directories (see sa-proctask.h). */
+#define G_LOG_DOMAIN "softaff-proctask"
+
+#include "sa-proctask.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sa-error.h"
+#include "sa-paths.h"
+
+/* Field 22 "starttime" counted from field 3, the first after the ')' ending the name. */
+#define STARTTIME_AFTER_NAME (22 - 3)
+
+bool sa_process_has_task(pid_t pid, pid_t tid)
+{
+    if (pid <= 0 || tid <= 0)
+        return false;
+    g_autofree char *path = sa_proc_path("%d/task/%d", (int)pid, (int)tid);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+guint64 sa_process_start_time(pid_t pid)
+{
+    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
+    g_autofree char *text = NULL;
+    if (pid <= 0 || !g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    const char *end = strrchr(text, ')');
+    if (!end)
+        return 0;
+    g_auto(GStrv) fields = g_strsplit_set(end + 1, " \n", -1);
+    guint n = 0;
+    for (char **f = fields; *f; f++) {
+        if (**f == '\0')
+            continue;
+        guint64 v = 0;
+        if (n++ == STARTTIME_AFTER_NAME)
+            return g_ascii_string_to_unsigned(*f, 10, 0, G_MAXUINT64, &v, NULL) ? v : 0;
+    }
+    return 0;
+}
+
+/* One directory: owned by root or owner, writable by nobody else. */
+static bool check_dir(const char *dir, uid_t owner, GError **error)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0) {
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "cannot check directory %s: %s", dir,
+                    g_strerror(errno));
+        return false;
+    }
+    unsigned mode = st.st_mode & 07777;
+    if (st.st_uid != 0 && st.st_uid != owner)
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
+                    "directory %s belongs to uid %u, neither root nor the owner (uid %u)", dir,
+                    (unsigned)st.st_uid, (unsigned)owner);
+    else if (mode & S_IWOTH)
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
+                    "directory %s is writable by every user (mode %04o%s)", dir, mode,
+                    (mode & S_ISVTX) ? ", sticky" : "");
+    else if (mode & S_IWGRP)
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
+                    "directory %s is writable by group %u (mode %04o)", dir, (unsigned)st.st_gid,
+                    mode);
+    else
+        return true;
+    return false;
+}
+
+/* dir and each of its parents up to /. */
+static bool check_chain(const char *dir, uid_t owner, GError **error)
+{
+    g_autofree char *d = g_strdup(dir);
+    for (;;) {
+        if (!check_dir(d, owner, error))
+            return false;
+        if (g_str_equal(d, "/") || g_str_equal(d, "."))
+            return true;
+        char *parent = g_path_get_dirname(d);
+        g_free(d);
+        d = parent;
+    }
+}
+
+bool sa_path_dirs_trusted(const char *path, uid_t owner, GError **error)
+{
+    if (!g_path_is_absolute(path)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED, "%s is not an absolute path", path);
+        return false;
+    }
+    g_autofree char *dir = g_path_get_dirname(path);
+    if (!check_chain(dir, owner, error))
+        return false;
+    /* A symbolic link on the way leads elsewhere: the directories it leads to count too. */
+    g_autofree char *real = realpath(dir, NULL);
+    if (!real) {
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "cannot resolve directory %s: %s", dir,
+                    g_strerror(errno));
+        return false;
+    }
+    return g_str_equal(real, dir) || check_chain(real, owner, error);
+}
