@@ -138,6 +138,7 @@ static void client_reply(Client *c, char *reply)
     c->watch = 0;
     if (c->deadline)
         g_source_remove(c->deadline);
+    c->deadline = 0;
     c->out = reply;
     c->out_len = strlen(reply);
     FlushResult r = client_flush(c);
