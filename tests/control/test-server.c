@@ -21,9 +21,9 @@
 #include "recorder.h"
 
 /* The status reply must not fit in a socket's buffers (a few hundred KiB), so that the server
- * has to wait for the reader: this many VMs with names this long. */
+ * has to wait for the reader: this many VMs with keys (uuids, not logged) this long. */
 #define N_VMS 64
-#define NAME_LEN 32768
+#define KEY_LEN 32768
 /* The longest a turn of the main loop may take: serving a client must not wait for it. */
 #define MAX_TURN_US (500 * 1000)
 #define NOBODY 65534
@@ -54,10 +54,10 @@ static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fi
 
 static void add_vms(Fx *fx)
 {
-    g_autofree char *tail = g_strnfill(NAME_LEN, 'x');
+    g_autofree char *tail = g_strnfill(KEY_LEN, 'x');
     for (guint i = 0; i < N_VMS; i++) {
-        g_autofree char *key = g_strdup_printf("key-%u", i);
-        g_autofree char *name = g_strdup_printf("vm%u-%s", i, tail);
+        g_autofree char *key = g_strdup_printf("key-%u-%s", i, tail);
+        g_autofree char *name = g_strdup_printf("vm%u", i);
         pid_t pid = 1000 + 10 * (pid_t)i;
         fake_host_add_process(fx->host, pid, 1);
         g_autoptr(SaVmFacts) f = rec_facts(key, name, pid, 1);
@@ -177,7 +177,7 @@ static guint count_in_log(const char *needle)
 static void test_slow_reader(Fx *fx, gconstpointer data)
 {
     g_autofree char *expected = sa_core_status_json(fx->core);
-    g_assert_cmpuint(strlen(expected), >, N_VMS * NAME_LEN);
+    g_assert_cmpuint(strlen(expected), >, N_VMS * KEY_LEN);
     int slow = send_request(fx->path, "{\"command\":\"status\"}\n");
     g_autoptr(GString) got = g_string_new(NULL);
     gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC;
