@@ -29,6 +29,7 @@ typedef struct {
     GMainLoop *loop;
     char *config_path;
     guint tick_source;
+    guint64 ticks;
     bool terminating;
     int exit_code;
 } App;
@@ -93,6 +94,8 @@ static gboolean tick_cb(gpointer data)
     /* Without libvirt there is nothing to decide for libvirt VMs; QMP VMs need no libvirt. */
     if (app->lv && !app->qmp && !sa_libvirt_is_connected(app->lv))
         return G_SOURCE_CONTINUE;
+    /* With --verbose, when each tick ran: a late one shows what held the main loop. */
+    g_debug("tick %" G_GUINT64_FORMAT, ++app->ticks);
     sa_core_tick(app->core);
     return G_SOURCE_CONTINUE;
 }
