@@ -4,7 +4,9 @@
   byte a second, while the ticks keep their schedule (the --verbose "tick N" lines) and
   softaffctl status is answered promptly; the slow sender is dropped at its deadline, one line;
 - 20 idle connections from a user other than root (a child that became nobody) leave root a
-  slot: softaffctl status and a reload from root are answered, some of nobody's are refused."""
+  slot: softaffctl status and a reload from root are answered, some of nobody's are refused;
+- and first, softaffd refuses to start on a /proc without per-thread schedstat (a kernel without
+  CONFIG_SCHED_INFO), naming the file and the option."""
 import json
 import os
 import re
@@ -28,8 +30,8 @@ TICK = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d{3}) softaffd debug: tick (\d+)$", r
 def ctl_status(cfg):
     exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "ctl", "softaffctl")
     t0 = time.monotonic()
-    p = subprocess.run([exe, "status", "--json", "--config", cfg], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=30)
+    p = subprocess.run([exe, "status", "--json", "--config", cfg], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=30)
     took = time.monotonic() - t0
     assert p.returncode == 0, "softaffctl status: %d\n%s%s" % (p.returncode, p.stdout, p.stderr)
     assert json.loads(p.stdout)["ok"], p.stdout
@@ -186,6 +188,25 @@ def check_root_slot(cfg, sock):
     assert refused[0] >= NOBODY_CONNECTIONS - 16, "only %d refused" % refused[0]
 
 
+def check_no_schedstat(cfg):
+    """A fixture /proc where softaffd's own main thread has a stat but no schedstat."""
+    root = os.path.join(T.workdir(), "proc")
+
+    def fake_own_task():
+        task = os.path.join(root, str(os.getpid()), "task", str(os.getpid()))
+        os.makedirs(task)
+        with open(os.path.join(task, "stat"), "w") as f:
+            f.write("%d (softaffd) R 1\n" % os.getpid())
+
+    env = dict(os.environ, SOFTAFF_PROC_ROOT=root)
+    p = subprocess.run([T.softaffd_path(), "--config", cfg, "--foreground"], env=env,
+                       preexec_fn=fake_own_task, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=30)
+    T.log("softaffd without schedstat: status %d: %s" % (p.returncode, p.stdout.strip()))
+    assert p.returncode == 1, "status %d" % p.returncode
+    assert "schedstat does not exist" in p.stdout and "CONFIG_SCHED_INFO" in p.stdout, p.stdout
+
+
 def main():
     if os.geteuid() != 0:
         T.skip("needs root (a child becomes nobody)")
@@ -194,6 +215,7 @@ def main():
         "daemon": {"backend": "qmp"},
         "qmp": {"sockets": os.path.join(wd, "*.qmp")},
     })
+    check_no_schedstat(cfg)
     d = T.Daemon(cfg, socket_path=sock, args=["--verbose"]).start(require_socket=True)
     T.wait_until(lambda: len(tick_times(d.log_text())) >= 3, 10, what="three ticks")
     check_slow_clients(d, cfg, sock)
