@@ -3,7 +3,9 @@
  * One request per connection: a JSON object on one line (at most SA_CONTROL_MAX_REQUEST
  * bytes), answered by one JSON object on one line: {"ok":true,...} or
  * {"ok":false,"error":"message"}. Peers are identified with SO_PEERCRED; requests that change
- * state need uid 0.
+ * state need uid 0. softaffd gives a peer 2 s to send its request and 5 s to take its reply,
+ * then drops it; peers other than root share 15 connections at a time (more are refused with
+ * an error line), root has 5 more of its own.
  *
  *   {"command":"status"}                         every VM and partition
  *   {"command":"show","domain":"NAME"}           one VM with its recent decisions

@@ -5,6 +5,7 @@
 #include <glib-unix.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "core.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
+#include "sa-sampler.h"
 
 typedef struct {
     SaCore *core;
@@ -27,6 +29,7 @@ typedef struct {
     GMainLoop *loop;
     char *config_path;
     guint tick_source;
+    guint64 ticks;
     bool terminating;
     int exit_code;
 } App;
@@ -91,6 +94,8 @@ static gboolean tick_cb(gpointer data)
     /* Without libvirt there is nothing to decide for libvirt VMs; QMP VMs need no libvirt. */
     if (app->lv && !app->qmp && !sa_libvirt_is_connected(app->lv))
         return G_SOURCE_CONTINUE;
+    /* With --verbose, when each tick ran: a late one shows what held the main loop. */
+    g_debug("tick %" G_GUINT64_FORMAT, ++app->ticks);
     sa_core_tick(app->core);
     return G_SOURCE_CONTINUE;
 }
@@ -248,6 +253,11 @@ static bool create_core(App *app, const Options *o)
         fprintf(stderr, "softaffd: %s\n", error->message);
         return false;
     }
+    /* Without schedstat every vCPU thread would read as gone: refuse to start instead. */
+    if (!sa_schedstat_check(getpid(), gettid(), &error)) {
+        fprintf(stderr, "softaffd: cannot measure vCPU threads: %s\n", error->message);
+        return false;
+    }
     if (!prepare_process(o))
         return false;
     g_info("softaffd %s starting: layout %s, %u partitions, interval %u ms%s", SA_VERSION,
@@ -348,6 +358,9 @@ int main(int argc, char **argv)
         return 0;
     }
     g_log_set_writer_func(log_writer, NULL, NULL);
+    /* A peer that closes its socket early (control clients, QMP, libvirt) must not kill the
+     * daemon: writes report EPIPE instead. */
+    signal(SIGPIPE, SIG_IGN);
 
     /* Handlers first: a SIGHUP or SIGTERM during start-up must not kill the daemon; they
      * are dispatched from the main loop, once everything below is in place. */

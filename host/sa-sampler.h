@@ -63,6 +63,12 @@ bool sa_thread_sampler_read(SaThreadSampler *t, SaThreadSample *out, GError **er
 bool sa_thread_sampler_read_times(SaThreadSampler *t, guint64 *run_ns, guint64 *delay_ns,
                                   GError **error);
 
+/* Whether the kernel gives threads a schedstat (CONFIG_SCHED_INFO): checked on a live thread
+ * (the caller's own), whose stat must be there. Without it the thread samplers cannot measure
+ * anything; the error names the missing file and the kernel option (SA_ERROR_UNSUPPORTED), or
+ * why the thread's directory cannot be read. */
+bool sa_schedstat_check(pid_t pid, pid_t tid, GError **error);
+
 /* The thread id the sampler reads. */
 pid_t sa_thread_sampler_tid(const SaThreadSampler *t);
 

@@ -266,6 +266,32 @@ bool sa_thread_sampler_read(SaThreadSampler *t, SaThreadSample *out, GError **er
     return true;
 }
 
+bool sa_schedstat_check(pid_t pid, pid_t tid, GError **error)
+{
+    g_autofree char *schedstat = sa_proc_path("%d/task/%d/schedstat", (int)pid, (int)tid);
+    g_autofree char *stat = sa_proc_path("%d/task/%d/stat", (int)pid, (int)tid);
+
+    if (access(schedstat, R_OK) == 0)
+        return true;
+    int saved = errno;
+    /* A thread that is there without a schedstat: the kernel does not keep the counters. */
+    if (saved == ENOENT && access(stat, R_OK) == 0) {
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
+                    "%s does not exist: this kernel was built without CONFIG_SCHED_INFO "
+                    "(selected by CONFIG_SCHEDSTATS or CONFIG_TASK_DELAY_ACCT), and softaff "
+                    "measures vCPU threads by their run time and run delay in that file",
+                    schedstat);
+        return false;
+    }
+    if (saved == ENOENT)
+        g_set_error(error, SA_ERROR, SA_ERROR_NOT_FOUND,
+                    "neither %s nor %s exists: is /proc mounted?", schedstat, stat);
+    else
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "cannot read %s: %s", schedstat,
+                    g_strerror(saved));
+    return false;
+}
+
 /* ---- listing and allowed CPUs ---- */
 
 static int compare_pids(gconstpointer a, gconstpointer b)

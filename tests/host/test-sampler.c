@@ -544,6 +544,18 @@ static gpointer worker_main(gpointer data)
     return NULL;
 }
 
+/* A joined thread may still be in /proc (and its counters readable) for a moment: the kernel
+ * wakes the joiner before it releases the task. Waits, bounded, until its directory is gone. */
+static void wait_task_released(pid_t tid)
+{
+    g_autofree char *dir = g_strdup_printf("/proc/%d/task/%d", (int)getpid(), (int)tid);
+    gint64 until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+    while (g_file_test(dir, G_FILE_TEST_EXISTS) && g_get_monotonic_time() < until)
+        g_usleep(1000);
+    g_assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
+}
+
 /* A real thread named like a vCPU: sampled through the real /proc, then it exits. */
 static void test_thread_real(void)
 {
@@ -607,6 +619,7 @@ static void test_thread_real(void)
     g_cond_broadcast(&w.cond);
     g_mutex_unlock(&w.lock);
     g_thread_join(thread);
+    wait_task_released(w.tid);
     g_assert_false(sa_thread_sampler_read(t, &a, &error));
     g_assert_error(error, SA_ERROR, SA_ERROR_GONE);
     g_clear_error(&error);
@@ -645,6 +658,51 @@ static void test_process_state(void)
     g_rmdir(root);
 }
 
+/* A kernel without CONFIG_SCHED_INFO: the thread's stat is there, its schedstat is not. */
+static void test_schedstat_check(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *root = g_dir_make_tmp("softaff-nosched-XXXXXX", &error);
+    g_assert_no_error(error);
+    g_autofree char *task = g_strdup_printf("%s/%d/task/%d", root, (int)getpid(), (int)gettid());
+    g_autofree char *stat = g_build_filename(task, "stat", NULL);
+    g_autofree char *schedstat = g_build_filename(task, "schedstat", NULL);
+
+    /* The real /proc of this host has it. */
+    g_unsetenv("SOFTAFF_PROC_ROOT");
+    g_assert_true(sa_schedstat_check(getpid(), gettid(), &error));
+    g_assert_no_error(error);
+
+    g_setenv("SOFTAFF_PROC_ROOT", root, TRUE);
+    g_assert_false(sa_schedstat_check(getpid(), gettid(), &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(error->message, "is /proc mounted?"));
+    g_clear_error(&error);
+
+    g_assert_cmpint(g_mkdir_with_parents(task, 0755), ==, 0);
+    g_assert_true(g_file_set_contents(stat, "1 (softaffd) S 0\n", -1, NULL));
+    g_assert_false(sa_schedstat_check(getpid(), gettid(), &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, schedstat));
+    g_assert_nonnull(strstr(error->message, "CONFIG_SCHED_INFO"));
+    g_clear_error(&error);
+
+    g_assert_true(g_file_set_contents(schedstat, "1 2 3\n", -1, NULL));
+    g_assert_true(sa_schedstat_check(getpid(), gettid(), &error));
+    g_assert_no_error(error);
+
+    g_unsetenv("SOFTAFF_PROC_ROOT");
+    g_unlink(schedstat);
+    g_unlink(stat);
+    for (int up = 0; up < 3; up++) {
+        g_autofree char *dir = g_path_get_dirname(task);
+        g_rmdir(task);
+        g_free(task);
+        task = g_steal_pointer(&dir);
+    }
+    g_rmdir(root);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -660,5 +718,6 @@ int main(int argc, char **argv)
     g_test_add_func("/thread/fixture", test_thread_fixture);
     g_test_add_func("/thread/real", test_thread_real);
     g_test_add_func("/thread/process-state", test_process_state);
+    g_test_add_func("/thread/schedstat-check", test_schedstat_check);
     return g_test_run();
 }
