@@ -180,10 +180,10 @@ static bool control_action(const SaControlRequest *req, gpointer data, GError **
         break;
     case SA_VM_EVENT_STOPPED:
     case SA_VM_EVENT_RELEASE:
-        if (req->uuid) {
-            g_autofree char *why = g_strdup_printf("%s (hook)", event);
-            sa_core_forget(app->core, req->uuid, why);
-        }
+        /* Not forgotten here: the event names the domain by UUID only, and may arrive after the
+         * same domain started again (a new QEMU). libvirt's lifecycle event, or the resync
+         * after a reconnect, forgets the process that stopped. */
+        g_info("%s: %s (hook)", req->domain, event);
         break;
     }
     return true;

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -295,6 +296,8 @@ static int usage(FILE *to, int code)
 
 int main(int argc, char **argv)
 {
+    /* libvirtd closing the pipe early must give an error, not kill the hook. */
+    signal(SIGPIPE, SIG_IGN);
     /* Options are not parsed: a domain may be called "--help". */
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
         return usage(stdout, HOOK_OK);
