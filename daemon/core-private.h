@@ -87,7 +87,9 @@ typedef struct {
     char *status_reason;
     SaMetadata settings;         /* effective: the VM's own, else defaults */
     SaCpuSet *allowed;           /* the union of its vCPUs' own sets (the policy's input) */
-    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set (what restore gives back) */
+    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set (what restore gives back),
+                                    pointing into own_sets */
+    GPtrArray *own_sets;         /* the distinct sets of vcpu_allowed, owned */
     SaCpuSet *emulator_allowed;  /* the emulator's own set */
     GPtrArray *iothread_allowed; /* SaCpuSet* per I/O thread of the facts; NULL: none */
     gint64 managed_since_us;

@@ -70,12 +70,25 @@ char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg,
     return NULL;
 }
 
-static GPtrArray *vcpu_own_sets(const SaVmFacts *facts, const SaCpuSet *online)
+/* Each vCPU's own set; the vCPUs that share a set share one copy (most VMs: all of them). */
+static void vcpu_own_sets(const SaVmFacts *facts, const SaCpuSet *online, SaJudgement *out)
 {
-    GPtrArray *sets = g_ptr_array_new_full(facts->n_vcpus, (GDestroyNotify)sa_cpuset_free);
-    for (guint i = 0; i < facts->n_vcpus; i++)
-        g_ptr_array_add(sets, sa_facts_vcpu_own(facts, i, online));
-    return sets;
+    out->vcpu_allowed = g_ptr_array_sized_new(facts->n_vcpus);
+    out->own_sets = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    for (guint i = 0; i < facts->n_vcpus; i++) {
+        SaCpuSet *own = sa_facts_vcpu_own(facts, i, online);
+        SaCpuSet *kept = NULL;
+        for (guint k = 0; !kept && k < out->own_sets->len; k++)
+            if (sa_cpuset_equal(g_ptr_array_index(out->own_sets, k), own))
+                kept = g_ptr_array_index(out->own_sets, k);
+        if (kept) {
+            sa_cpuset_free(own);
+        } else {
+            g_ptr_array_add(out->own_sets, own);
+            kept = own;
+        }
+        g_ptr_array_add(out->vcpu_allowed, kept);
+    }
 }
 
 static GPtrArray *iothread_own_sets(const SaVmFacts *facts, const SaCpuSet *online)
@@ -101,7 +114,7 @@ void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *on
     if (facts->has_settings && !facts->settings_error)
         out->settings = facts->settings;
     out->allowed = sa_facts_allowed(facts, online);
-    out->vcpu_allowed = vcpu_own_sets(facts, online);
+    vcpu_own_sets(facts, online, out);
     out->emulator_allowed = facts->emulator_pin ? sa_cpuset_copy(facts->emulator_pin)
                                                 : sa_facts_default_own(facts, online);
     out->iothread_allowed = iothread_own_sets(facts, online);
@@ -127,6 +140,7 @@ void sa_judgement_clear(SaJudgement *j)
     g_clear_pointer(&j->reason, g_free);
     g_clear_pointer(&j->allowed, sa_cpuset_free);
     g_clear_pointer(&j->vcpu_allowed, g_ptr_array_unref);
+    g_clear_pointer(&j->own_sets, g_ptr_array_unref);
     g_clear_pointer(&j->emulator_allowed, sa_cpuset_free);
     g_clear_pointer(&j->iothread_allowed, g_ptr_array_unref);
 }

@@ -14,7 +14,8 @@ typedef struct {
     char *reason;                /* why unmanaged / invalid, or how it is managed */
     SaMetadata settings;         /* the VM's own settings, else the defaults */
     SaCpuSet *allowed;           /* what its vCPUs may use together: the union of their own sets */
-    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set (never NULL) */
+    GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set, pointing into own_sets */
+    GPtrArray *own_sets;         /* the distinct sets of vcpu_allowed, owned (a set is 1 KiB) */
     SaCpuSet *emulator_allowed;  /* the emulator's own set */
     GPtrArray *iothread_allowed; /* SaCpuSet* per I/O thread of the facts; NULL: none */
 } SaJudgement;

@@ -49,6 +49,8 @@ static void vm_free(SaVm *vm)
     sa_vm_facts_free(vm->facts);
     if (vm->vcpu_allowed)
         g_ptr_array_unref(vm->vcpu_allowed);
+    if (vm->own_sets)
+        g_ptr_array_unref(vm->own_sets);
     sa_cpuset_free(vm->allowed);
     sa_cpuset_free(vm->emulator_allowed);
     if (vm->iothread_allowed)
@@ -192,6 +194,9 @@ static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
     if (vm->vcpu_allowed)
         g_ptr_array_unref(vm->vcpu_allowed);
     vm->vcpu_allowed = g_steal_pointer(&j->vcpu_allowed);
+    if (vm->own_sets)
+        g_ptr_array_unref(vm->own_sets);
+    vm->own_sets = g_steal_pointer(&j->own_sets);
     sa_cpuset_free(vm->emulator_allowed);
     vm->emulator_allowed = g_steal_pointer(&j->emulator_allowed);
     if (vm->iothread_allowed)
