@@ -173,8 +173,11 @@ bool sa_metadata_parse_node(const xmlNode *node, SaMetadata *out, SaMetadataReco
     for (const xmlAttr *a = node->properties; a != NULL; a = a->next)
         if (!parse_attr(a, &md, &attrs, error))
             return false;
-    if (!parse_children(node, &md, &r, error))
+    if (!parse_children(node, &md, &r, error)) {
+        /* A <softaffd> already read before a bad sibling. */
+        sa_metadata_record_clear(&r);
         return false;
+    }
 
     *out = md;
     if (rec != NULL)

@@ -153,6 +153,10 @@ static void test_parse_errors(void)
         {"<softaffd xmlns:s=\"" SA_METADATA_NS "\" s:assigned=\"1\"/>",
          "attribute \"assigned\" in namespace " SA_METADATA_NS " on <softaffd> is not known"},
         {"<softaffd>x</softaffd>", "unexpected text \"x\" inside <softaffd>"},
+        /* A record read before a bad sibling is freed (found by fuzz-metadata under ASan). */
+        {"<softaffd><own vcpus=\"2\" cpuset=\"0-3\"><emulatorpin cpuset=\"0\"/></own>"
+         "</softaffd>nn",
+         "unexpected text \"nn\" inside <affinity>"},
         {"<softaffd><own vcpus=\"1\"/><own vcpus=\"1\"/></softaffd>",
          "unexpected element <own> inside <softaffd> (allowed: <own>, at most once)"},
         {"<softaffd><pins/></softaffd>", "unexpected element <pins> inside <softaffd>"},
