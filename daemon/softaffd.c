@@ -332,19 +332,22 @@ static int run_daemon(App *app)
     return 0;
 }
 
-static void app_free(App *app)
+/* False when commands still run on workers: then nothing is freed, and the process must end
+ * with _exit(): exit() would run the libraries' destructors (libxml2's, libvirt's) under
+ * workers still parsing a domain XML or inside libvirt, which crashed softaffd at SIGTERM. */
+static bool app_free(App *app)
 {
     sa_control_free(app->control);
     guint running = app->core ? sa_core_commands_running(app->core) : 0;
     if (running > 0) {
-        /* Workers still inside the hypervisor hold what they use; exiting ends them. */
         g_info("%u command(s) still running; exiting without waiting for them", running);
-        return;
+        return false;
     }
     sa_qmp_free(app->qmp);
     sa_libvirt_free(app->lv);
     sa_core_free(app->core);
     g_main_loop_unref(app->loop);
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -373,7 +376,10 @@ int main(int argc, char **argv)
         rc = 1;
     else
         rc = o.once ? run_once(&app) : run_daemon(&app);
-    app_free(&app);
     g_free(o.config_path);
+    if (!app_free(&app)) {
+        fflush(NULL);
+        _exit(rc);
+    }
     return rc;
 }
