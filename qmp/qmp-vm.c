@@ -461,7 +461,15 @@ bool qmp_vm_release(QmpVm *vm, GError **error)
 {
     g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&vm->lock);
     vm->released = true;
-    return put_back(vm, NULL, error);
+    if (put_back(vm, NULL, error))
+        return true;
+    /* The process exited while it was released (QEMU shutting down): nothing is left to give
+     * back, and nothing to remember for a restarted daemon. */
+    if (error && g_error_matches(*error, SA_ERROR, SA_ERROR_GONE)) {
+        g_hash_table_remove_all(vm->original);
+        save_originals(vm);
+    }
+    return false;
 }
 
 bool qmp_vm_write_assigned(gpointer handle, const SaCommand *cmd, GError **error)

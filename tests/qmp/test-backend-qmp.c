@@ -24,6 +24,7 @@
 
 #include "backend-qmp.h"
 #include "qmp-state.h"
+#include "qmp-vm.h"
 #include "sa-error.h"
 #include "sa-proctask.h"
 #include "sa-sampler.h"
@@ -1222,6 +1223,46 @@ static void test_state_file(void)
     fixture_teardown();
 }
 
+/* A QEMU that exits while softaffd lets it go (it shut down): release finds it gone, and its
+ * entry leaves the state file at once, not at the next start (seen in CI: the entry of a QEMU
+ * that shut down stayed until softaffd exited). */
+static void test_release_exited(void)
+{
+    fixture_setup(true);
+    QmpState *state = state_of_fixture();
+    int ready[2];
+    g_assert_cmpint(pipe(ready), ==, 0);
+    pid_t child = fork();
+    if (child == 0) {
+        char c;
+        close(ready[1]);
+        (void)!read(ready[0], &c, 1); /* exits once the parent has read its start time */
+        _exit(0);
+    }
+    close(ready[0]);
+    guint64 start = sa_process_start_time(child);
+    g_assert_cmpuint(start, >, 0);
+    g_autoptr(GHashTable) t =
+        g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)sa_cpuset_free);
+    g_hash_table_insert(t, GINT_TO_POINTER(child), sa_cpuset_copy(F->c0));
+    qmp_state_save(state, F->path, child, start, t);
+    QmpHomes *homes = qmp_homes_new();
+    QmpVm *vm = qmp_vm_new(F->path, child, start, homes, state);
+    g_autoptr(GHashTable) before = qmp_state_load(state, F->path, child, start);
+    g_assert_cmpuint(g_hash_table_size(before), ==, 1);
+    close(ready[1]);
+    g_assert_cmpint(waitpid(child, NULL, 0), ==, child);
+    g_autoptr(GError) error = NULL;
+    g_assert_false(qmp_vm_release(vm, &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_GONE);
+    g_autoptr(GHashTable) after = qmp_state_load(state, F->path, child, start);
+    g_assert_cmpuint(g_hash_table_size(after), ==, 0);
+    qmp_vm_unref(vm);
+    qmp_homes_unref(homes);
+    qmp_state_unref(state);
+    fixture_teardown();
+}
+
 /* Once the core is stopping, no new socket is taken on. */
 static void test_stopping(void)
 {
@@ -1257,6 +1298,7 @@ int main(int argc, char **argv)
     g_test_add_func("/qmp-backend/untrusted-dir", test_untrusted_dir);
     g_test_add_func("/qmp-backend/state-restart", test_state_restart);
     g_test_add_func("/qmp-backend/state-file", test_state_file);
+    g_test_add_func("/qmp-backend/release-exited", test_release_exited);
     int rc = g_test_run();
     if (!remove_tree(sysfs_root))
         rc = 1;
