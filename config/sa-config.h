@@ -30,8 +30,36 @@ typedef struct {
     int softness;  /* 0..100, -1 = the [policy] default */
 } SaVmConfig;
 
+/* [rule NAME]: settings for a class of VMs (an OpenStack flavor, a name pattern), for VMs that
+ * have no softaff metadata of their own. Precedence: the VM's own metadata, then the first rule
+ * that matches (in file order: the main file, then the drop-ins in lexical order), then
+ * [policy]. A rule matches when every match_* key it has matches (shell globs, fnmatch without
+ * flags); it has at least one. */
 typedef struct {
-    char *path; /* the file read, NULL when only defaults */
+    char *name;
+    char *file;              /* the file that defined the group first (for messages) */
+    char *match_name;        /* the domain name (QMP: the VM's name) */
+    char *match_flavor;      /* the OpenStack Nova flavor: <nova:flavor name="..."> */
+    char *match_title;       /* the libvirt domain <title> */
+    char *match_description; /* the libvirt domain <description> */
+    bool has_mode;
+    SaMode mode;
+    int preferred; /* partition id, -1 = auto, -2 = not set */
+    int softness;  /* 0..100, -1 = not set */
+} SaRule;
+
+/* What a rule can match a VM on (NULL: the VM has none). */
+typedef struct {
+    const char *name;
+    const char *flavor;
+    const char *title;
+    const char *description;
+} SaRuleSubject;
+
+typedef struct {
+    char *path;     /* the file read, NULL when only defaults */
+    char **dropins; /* the drop-ins read after it (softaff.conf.d/*.conf), in order;
+                       NULL-terminated, may be empty */
     /* [daemon] */
     guint interval_ms;        /* 500; 50..60000 */
     char *uri;                /* qemu:///system */
@@ -53,6 +81,8 @@ typedef struct {
                                      owner could replace (a directory on its way they may write) */
     /* [vm NAME] */
     GPtrArray *vms; /* SaVmConfig*, in file order */
+    /* [rule NAME] */
+    GPtrArray *rules; /* SaRule*, in file order */
     /* [metrics] */
     char *metrics_textfile; /* NULL = off */
     guint metrics_every;    /* ticks between writes, 1 */
@@ -64,6 +94,9 @@ SaConfig *sa_config_new_default(void);
 SaConfig *sa_config_load(const char *path, GError **error);
 void sa_config_free(SaConfig *cfg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaConfig, sa_config_free)
+
+/* The first [rule NAME] that matches, or NULL. */
+const SaRule *sa_config_match_rule(const SaConfig *cfg, const SaRuleSubject *subject);
 
 /* The [vm NAME] group for name, or NULL. */
 const SaVmConfig *sa_config_find_vm(const SaConfig *cfg, const char *name);

@@ -28,5 +28,8 @@ void sa_vm_facts_free(SaVmFacts *f)
     if (f->iothread_pins)
         g_ptr_array_unref(f->iothread_pins);
     g_free(f->settings_error);
+    g_free(f->flavor);
+    g_free(f->title);
+    g_free(f->description);
     g_free(f);
 }

@@ -59,6 +59,12 @@ typedef struct {
     GPtrArray *iothread_pins; /* SaCpuSet* per entry of iothread_ids (<iothreadpin>; NULL
                                  entries: not pinned); NULL exactly when iothread_ids is */
 
+    /* What a [rule NAME] can match besides the name (libvirt; NULL: none): the OpenStack Nova
+     * flavor name (<nova:instance><nova:flavor name>), the domain <title> and <description>. */
+    char *flavor;
+    char *title;
+    char *description;
+
     /* softaff settings: the metadata element (libvirt) or a [vm NAME] group (QMP). */
     bool has_settings;
     SaMetadata settings;  /* meaningful when has_settings and settings_error is NULL */
