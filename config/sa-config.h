@@ -58,7 +58,7 @@ typedef struct {
 
 typedef struct {
     char *path;     /* the file read, NULL when only defaults */
-    char **dropins; /* the drop-ins read after it (softaff.conf.d/*.conf), in order;
+    char **dropins; /* the drop-ins read after it (softaff.conf.d/NAME.conf), in order;
                        NULL-terminated, may be empty */
     /* [daemon] */
     guint interval_ms;        /* 500; 50..60000 */
