@@ -28,6 +28,9 @@ void sa_domain_xml_free(SaDomainXml *d)
     g_clear_pointer(&d->iothreadpin, g_ptr_array_unref);
     sa_metadata_record_clear(&d->record);
     g_clear_error(&d->metadata_error);
+    g_free(d->title);
+    g_free(d->description);
+    g_free(d->nova_flavor);
     g_free(d);
 }
 
@@ -377,6 +380,51 @@ static void parse_metadata(const xmlNode *metadata, SaDomainXml *d)
     d->has_metadata = !(d->record.created && d->metadata_attrs == 0);
 }
 
+/* An element in one of Nova's namespaces, called name. */
+static bool is_nova(const xmlNode *n, const char *name)
+{
+    return n->type == XML_ELEMENT_NODE && n->ns != NULL && n->ns->href != NULL &&
+           g_str_has_prefix((const char *)n->ns->href, SA_NOVA_NS_PREFIX) &&
+           strcmp((const char *)n->name, name) == 0;
+}
+
+/* NULL for an empty string: a rule matches what is there. */
+static char *nonempty(char *value)
+{
+    if (value != NULL && value[0] == '\0')
+        g_clear_pointer(&value, g_free);
+    return value;
+}
+
+/* <nova:instance><nova:flavor name="m1.large">: the first of each, in the same namespace (a
+ * flavor from another Nova version's namespace is not this instance's). */
+static char *nova_flavor(const xmlNode *metadata)
+{
+    for (const xmlNode *i = metadata->children; i != NULL; i = i->next) {
+        if (!is_nova(i, "instance"))
+            continue;
+        for (const xmlNode *f = i->children; f != NULL; f = f->next)
+            if (is_nova(f, "flavor") &&
+                strcmp((const char *)f->ns->href, (const char *)i->ns->href) == 0)
+                return nonempty(prop(f, "name"));
+        return NULL;
+    }
+    return NULL;
+}
+
+/* What a rule can match: <title>, <description>, the Nova flavor. Never fails: these are
+ * free text that only the rules read. */
+static void parse_rule_subject(const xmlNode *root, SaDomainXml *d)
+{
+    const xmlNode *n;
+    if ((n = child(root, "title")) != NULL)
+        d->title = nonempty(text(n));
+    if ((n = child(root, "description")) != NULL)
+        d->description = nonempty(text(n));
+    if ((n = child(root, "metadata")) != NULL)
+        d->nova_flavor = nova_flavor(n);
+}
+
 SaDomainXml *sa_domain_xml_parse(const char *xml, gsize len, GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, NULL);
@@ -430,6 +478,7 @@ SaDomainXml *sa_domain_xml_parse(const char *xml, gsize len, GError **error)
 
     if ((n = child(root, "metadata")) != NULL)
         parse_metadata(n, d);
+    parse_rule_subject(root, d);
 
     /* vcpupin covers at least every current vCPU, NULL where there is none. */
     if (d->vcpupin != NULL && d->vcpupin->len < d->n_vcpus)

@@ -14,6 +14,8 @@ G_BEGIN_DECLS
 #define SA_METADATA_NS "urn:softaff:domain:1"
 #define SA_METADATA_KEY "softaff"
 #define SA_METADATA_ELEMENT "affinity"
+/* Nova's metadata namespaces: ".../nova/1.1" today; other versions are read the same way. */
+#define SA_NOVA_NS_PREFIX "http://openstack.org/xmlns/libvirt/nova/"
 /* Largest metadata or domain XML accepted. */
 #define SA_XML_MAX_BYTES (4 * 1024 * 1024)
 
@@ -123,6 +125,12 @@ typedef struct {
     SaMetadata metadata;     /* valid only when has_element and metadata_error == NULL */
     SaMetadataRecord record; /* softaffd's child of the element (own NULL: none) */
     GError *metadata_error;  /* the softaff element was present but invalid */
+    /* What a [rule NAME] can match (NULL: absent or empty): <title> and <description> (text,
+     * trimmed), and the OpenStack Nova flavor: <nova:flavor name> in <metadata><nova:instance>,
+     * the namespace matched by URI (any version under SA_NOVA_NS_PREFIX), not by prefix. */
+    char *title;
+    char *description;
+    char *nova_flavor;
 } SaDomainXml;
 
 void sa_domain_xml_free(SaDomainXml *d);

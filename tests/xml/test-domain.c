@@ -106,6 +106,9 @@ static void test_plain(void)
     g_assert_cmpint(d->metadata.mode, ==, SA_MODE_SOFT);
     g_assert_cmpint(d->metadata.preferred, ==, -1);
     g_assert_cmpint(d->metadata.softness, ==, -1);
+    g_assert_null(d->title);
+    g_assert_null(d->description);
+    g_assert_null(d->nova_flavor);
 }
 
 /* An invalid softaff element does not fail the parse. */
@@ -541,6 +544,133 @@ static void test_utf8_name_and_default_ns(void)
     g_assert_cmpint(d->metadata.mode, ==, SA_MODE_OFF);
 }
 
+/* An OpenStack Nova guest as Nova defines it: its <nova:instance> under <metadata>, dedicated
+ * CPUs pinned per vCPU. What a [rule NAME] matches comes out of it. */
+#define NOVA_NS "http://openstack.org/xmlns/libvirt/nova/1.1"
+static const char nova_domain[] =
+    "<domain type='kvm' id='7'>\n"
+    "  <name>instance-0000002a</name>\n"
+    "  <uuid>3f1c9a52-8d2e-4b7a-a1c0-5e6f7a8b9c0d</uuid>\n"
+    "  <title>  ci runner 7 </title>\n"
+    "  <description>\n    builds for team ci\n    tier: gold\n  </description>\n"
+    "  <metadata>\n"
+    "    <nova:instance xmlns:nova='" NOVA_NS "'>\n"
+    "      <nova:package version='27.1.0'/>\n"
+    "      <nova:name>ci-runner-7</nova:name>\n"
+    "      <nova:creationTime>2026-11-30 09:14:02</nova:creationTime>\n"
+    "      <nova:flavor name='m1.large'>\n"
+    "        <nova:memory>8192</nova:memory>\n"
+    "        <nova:disk>80</nova:disk>\n"
+    "        <nova:swap>0</nova:swap>\n"
+    "        <nova:ephemeral>0</nova:ephemeral>\n"
+    "        <nova:vcpus>4</nova:vcpus>\n"
+    "      </nova:flavor>\n"
+    "      <nova:owner>\n"
+    "        <nova:user uuid='0c5b8f1e2d3a4b6c9e7f8a1b2c3d4e5f'>alice</nova:user>\n"
+    "        <nova:project uuid='9a8b7c6d5e4f40312a1b2c3d4e5f6a7b'>ci</nova:project>\n"
+    "      </nova:owner>\n"
+    "      <nova:root type='image' uuid='5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a'/>\n"
+    "      <nova:ports>\n"
+    "        <nova:port uuid='2b3c4d5e-6f70-4182-93a4-b5c6d7e8f901'>\n"
+    "          <nova:ip type='fixed' address='10.0.0.12' ipVersion='4'/>\n"
+    "        </nova:port>\n"
+    "      </nova:ports>\n"
+    "    </nova:instance>\n"
+    "  </metadata>\n"
+    "  <memory unit='KiB'>8388608</memory>\n"
+    "  <vcpu placement='static'>4</vcpu>\n"
+    "  <cputune>\n"
+    "    <shares>4096</shares>\n"
+    "    <vcpupin vcpu='0' cpuset='4'/>\n"
+    "    <vcpupin vcpu='1' cpuset='5'/>\n"
+    "    <vcpupin vcpu='2' cpuset='6'/>\n"
+    "    <vcpupin vcpu='3' cpuset='7'/>\n"
+    "    <emulatorpin cpuset='4-7'/>\n"
+    "  </cputune>\n"
+    "  <sysinfo type='smbios'>\n"
+    "    <system><entry name='manufacturer'>OpenStack Foundation</entry></system>\n"
+    "  </sysinfo>\n"
+    "  <os><type arch='x86_64' machine='pc-q35-8.2'>hvm</type></os>\n"
+    "</domain>\n";
+
+static void test_nova(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = sa_domain_xml_parse(nova_domain, strlen(nova_domain), &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpstr(d->name, ==, "instance-0000002a");
+    g_assert_cmpstr(d->nova_flavor, ==, "m1.large");
+    g_assert_cmpstr(d->title, ==, "ci runner 7");
+    g_assert_cmpstr(d->description, ==, "builds for team ci\n    tier: gold");
+    /* Nova's element is not softaff's. */
+    g_assert_false(d->has_element);
+    g_assert_false(d->has_metadata);
+    g_assert_no_error(d->metadata_error);
+    g_assert_cmpuint(d->vcpupin->len, ==, 4);
+    assert_cpuset(g_ptr_array_index(d->vcpupin, 3), "7");
+}
+
+/* The flavor of <metadata> inner XML, or NULL. */
+static char *flavor_of(const char *metadata)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *inner = g_strdup_printf("<vcpu>1</vcpu><metadata>%s</metadata>", metadata);
+    g_autoptr(SaDomainXml) d = parse_inner(inner, &error);
+    g_assert_no_error(error);
+    return g_strdup(d->nova_flavor);
+}
+
+static void assert_flavor(const char *metadata, const char *expected)
+{
+    g_autofree char *flavor = flavor_of(metadata);
+    g_test_message("%s -> %s", metadata, flavor ? flavor : "(none)");
+    g_assert_cmpstr(flavor, ==, expected);
+}
+
+/* By namespace URI, never by prefix; other Nova versions too; next to softaff's element. */
+static void test_nova_namespaces(void)
+{
+    assert_flavor("<n:instance xmlns:n='" NOVA_NS "'><n:flavor name='a'/></n:instance>", "a");
+    assert_flavor("<instance xmlns='" NOVA_NS "'><name>x</name><flavor name='b'/></instance>", "b");
+    assert_flavor("<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.0'>"
+                  "<nova:flavor name='old'/></nova:instance>",
+                  "old");
+    assert_flavor("<affinity xmlns='urn:softaff:domain:1' preferred='1'/>"
+                  "<nova:instance xmlns:nova='" NOVA_NS "'><nova:flavor name='c'/></nova:instance>",
+                  "c");
+    /* The prefix "nova" alone means nothing. */
+    assert_flavor("<nova:instance xmlns:nova='http://example.com/nova/1.1'>"
+                  "<nova:flavor name='x'/></nova:instance>",
+                  NULL);
+    assert_flavor("<instance><flavor name='x'/></instance>", NULL);
+    assert_flavor("<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova'>"
+                  "<nova:flavor name='x'/></nova:instance>",
+                  NULL);
+    /* A flavor outside the instance, or in another namespace than it, is not its flavor. */
+    assert_flavor("<nova:flavor xmlns:nova='" NOVA_NS "' name='x'/>", NULL);
+    assert_flavor("<nova:instance xmlns:nova='" NOVA_NS "'>"
+                  "<o:flavor xmlns:o='http://openstack.org/xmlns/libvirt/nova/1.0' name='x'/>"
+                  "</nova:instance>",
+                  NULL);
+    /* No name, or an empty one: no flavor. */
+    assert_flavor("<nova:instance xmlns:nova='" NOVA_NS "'><nova:flavor/></nova:instance>", NULL);
+    assert_flavor("<nova:instance xmlns:nova='" NOVA_NS "'><nova:flavor name=''/></nova:instance>",
+                  NULL);
+}
+
+/* <title> and <description>: trimmed; empty ones are none. */
+static void test_title_description(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(
+        "<vcpu>1</vcpu><title>\n web &amp; db </title><description> </description>", &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(d->title, ==, "web & db");
+    g_assert_null(d->description);
+    g_assert_null(d->nova_flavor);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -560,6 +690,9 @@ int main(int argc, char **argv)
     g_test_add_func("/domain/iothreads", test_iothreads);
     g_test_add_func("/domain/invalid", test_invalid_documents);
     g_test_add_func("/domain/utf8-name-default-ns", test_utf8_name_and_default_ns);
+    g_test_add_func("/domain/nova", test_nova);
+    g_test_add_func("/domain/nova-namespaces", test_nova_namespaces);
+    g_test_add_func("/domain/title-description", test_title_description);
 
     return g_test_run();
 }
