@@ -25,7 +25,8 @@
 #define WEB_PID 4242
 
 /* web: persistent, softaff metadata, a pinned vCPU, emulator and one of two I/O threads
- * pinned. scratch: transient, vCPU 0 pinned. off: defined, shut off. */
+ * pinned. scratch: transient, vCPU 0 pinned, a title, a description and OpenStack Nova's
+ * metadata (flavor m1.large). off: defined, shut off. */
 static const char node_xml[] =
     "<node>\n"
     "<domain type='test'>\n"
@@ -41,6 +42,12 @@ static const char node_xml[] =
     "</domain>\n"
     "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>\n"
     "  <name>scratch</name><uuid>" SCRATCH_UUID "</uuid>\n"
+    "  <title>Scratch runner</title>\n"
+    "  <description>tier: bronze</description>\n"
+    "  <metadata><nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>"
+    "<nova:name>scratch-1</nova:name><nova:flavor name='m1.large'><nova:vcpus>2</nova:vcpus>"
+    "</nova:flavor><nova:owner><nova:project uuid='p1'>ci</nova:project></nova:owner>"
+    "</nova:instance></metadata>\n"
     "  <memory unit='MiB'>512</memory>\n"
     "  <vcpu>2</vcpu>\n"
     "  <cputune><vcpupin vcpu='0' cpuset='6'/></cputune>\n"
@@ -442,6 +449,9 @@ static void test_connect_discover(Fixture *f, gconstpointer data)
     g_assert_cmpint(facts->settings.preferred, ==, 1);
     g_assert_cmpint(facts->settings.softness, ==, 30);
     g_assert_cmpint(facts->settings.assigned, ==, -1);
+    g_assert_null(facts->flavor);
+    g_assert_null(facts->title);
+    g_assert_null(facts->description);
 
     /* The I/O threads and their pins, learnt from the live XML. */
     g_autoptr(GArray) ids = NULL;
@@ -757,6 +767,9 @@ static void test_record(Fixture *f, gconstpointer data)
     g_assert_no_error(error);
     g_assert_cmpint(first->pid, ==, -1); /* no QEMU in the fake /proc */
     g_assert_false(first->has_settings);
+    g_assert_cmpstr(first->flavor, ==, "m1.large");
+    g_assert_cmpstr(first->title, ==, "Scratch runner");
+    g_assert_cmpstr(first->description, ==, "tier: bronze");
     assert_pin(first->vcpu_pins, 0, "6");
     assert_pin(first->vcpu_pins, 1, "(none)");
 
@@ -780,6 +793,8 @@ static void test_record(Fixture *f, gconstpointer data)
     g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
     g_assert_no_error(error);
     g_assert_false(restarted->has_settings);
+    /* softaffd's element sits next to Nova's, which stays. */
+    g_assert_cmpstr(restarted->flavor, ==, "m1.large");
     assert_pin(restarted->vcpu_pins, 0, "6");
     assert_pin(restarted->vcpu_pins, 1, "(none)");
     g_assert_null(restarted->emulator_pin);
