@@ -241,8 +241,13 @@ static void print_show(json_object *reply)
     json_object *decisions = member(vm, "decisions");
 
     printf("%s (%s, backend %s)\n", str(vm, "name"), str(vm, "uuid"), str(vm, "backend"));
-    printf("  state %s, mode %s, preferred %s, home %s, softness %s\n", str(vm, "state"),
+    printf("  state %s, mode %s, preferred %s, home %s, softness %s", str(vm, "state"),
            str(vm, "mode"), str(vm, "preferred"), str(vm, "home"), str(vm, "softness"));
+    /* Where the settings come from when an operator's [rule NAME] gave them. */
+    json_object *rule = member(vm, "rule");
+    if (json_object_is_type(rule, json_type_string))
+        printf(", rule %s", json_object_get_string(rule));
+    printf("\n");
     printf("  allowed CPUs %s; vCPUs may run on %s; emulator on %s\n", str(vm, "allowed"),
            str(vm, "vcpus"), str(vm, "emulator"));
     printf("  home share %.0f%%, bursts %s, retreats %s, run delay %.2f CPUs now\n",

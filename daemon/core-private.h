@@ -85,7 +85,10 @@ typedef struct {
     /* The judgement on the facts (registry.c). */
     SaVmStatus status;
     char *status_reason;
-    SaMetadata settings;         /* effective: the VM's own, else defaults */
+    SaMetadata settings;         /* effective: the VM's own, else its rule's, else defaults */
+    char *rule;                  /* the [rule NAME] that applies (the VM has no settings of its
+                                    own and the rule matches it), else NULL; kept while a rule
+                                    leaves it unmanaged (mode=off, pinned by the user) */
     SaCpuSet *allowed;           /* the union of its vCPUs' own sets (the policy's input) */
     GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set (what restore gives back),
                                     pointing into own_sets */

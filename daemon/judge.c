@@ -53,13 +53,42 @@ SaCpuSet *sa_narrow(const SaCpuSet *policy, const SaCpuSet *own)
     return set;
 }
 
-char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg,
+const SaRule *sa_facts_rule(const SaVmFacts *facts, const SaConfig *cfg)
+{
+    if (facts->has_settings || facts->settings_error)
+        return NULL;
+    const SaRuleSubject subject = {
+        .name = facts->name,
+        .flavor = facts->flavor,
+        .title = facts->title,
+        .description = facts->description,
+    };
+    return sa_config_match_rule(cfg, &subject);
+}
+
+void sa_rule_settings(const SaRule *rule, SaMetadata *md)
+{
+    sa_metadata_init(md);
+    if (rule->has_mode)
+        md->mode = rule->mode;
+    if (rule->preferred >= -1)
+        md->preferred = rule->preferred;
+    if (rule->softness >= 0)
+        md->softness = rule->softness;
+}
+
+char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg, const SaRule *rule,
                                 const SaCpuSet *allowed, const char *settings_name)
 {
     if (facts->has_settings && facts->settings.mode == SA_MODE_OFF)
         return g_strdup_printf("its %s says mode=\"off\"", settings_name);
-    if (!facts->has_settings && cfg->manage == SA_MANAGE_EXPLICIT)
+    if (rule && rule->has_mode && rule->mode == SA_MODE_OFF)
+        return g_strdup_printf("rule %s says mode=off", rule->name);
+    /* An operator's rule is an explicit choice too. */
+    if (!facts->has_settings && !rule && cfg->manage == SA_MANAGE_EXPLICIT)
         return g_strdup_printf("no %s and manage=explicit", settings_name);
+    /* A rule is about a class of VMs: one the user pinned vCPU by vCPU (Nova's dedicated CPUs)
+     * stays theirs unless its own settings say otherwise. */
     if (!facts->has_settings && sa_facts_user_pinned(facts))
         return g_strdup_printf("its vCPUs are pinned by the user (<vcpupin>); add %s to manage it",
                                settings_name);
@@ -111,8 +140,12 @@ void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *on
 {
     *out = (SaJudgement){0};
     sa_metadata_init(&out->settings);
+    const SaRule *rule = sa_facts_rule(facts, cfg);
     if (facts->has_settings && !facts->settings_error)
         out->settings = facts->settings;
+    else if (rule)
+        sa_rule_settings(rule, &out->settings);
+    out->rule = rule ? g_strdup(rule->name) : NULL;
     out->allowed = sa_facts_allowed(facts, online);
     vcpu_own_sets(facts, online, out);
     out->emulator_allowed = facts->emulator_pin ? sa_cpuset_copy(facts->emulator_pin)
@@ -123,21 +156,24 @@ void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *on
         out->reason = g_strdup(facts->settings_error);
         return;
     }
-    out->reason = sa_facts_unmanaged_reason(facts, cfg, out->allowed, settings_name);
+    out->reason = sa_facts_unmanaged_reason(facts, cfg, rule, out->allowed, settings_name);
     if (out->reason) {
         out->status = SA_VM_UNMANAGED;
         return;
     }
     g_autofree char *allowed = sa_cpuset_format(out->allowed);
+    g_autofree char *source = facts->has_settings ? g_strdup("")
+                              : rule              ? g_strdup_printf(" (rule %s)", rule->name)
+                                                  : g_strdup(" (config defaults)");
     out->status = SA_VM_MANAGED;
-    out->reason =
-        g_strdup_printf("mode %s, allowed CPUs %s%s", sa_mode_to_string(out->settings.mode),
-                        allowed, facts->has_settings ? "" : " (config defaults)");
+    out->reason = g_strdup_printf("mode %s, allowed CPUs %s%s",
+                                  sa_mode_to_string(out->settings.mode), allowed, source);
 }
 
 void sa_judgement_clear(SaJudgement *j)
 {
     g_clear_pointer(&j->reason, g_free);
+    g_clear_pointer(&j->rule, g_free);
     g_clear_pointer(&j->allowed, sa_cpuset_free);
     g_clear_pointer(&j->vcpu_allowed, g_ptr_array_unref);
     g_clear_pointer(&j->own_sets, g_ptr_array_unref);

@@ -12,7 +12,8 @@ G_BEGIN_DECLS
 typedef struct {
     SaVmStatus status;
     char *reason;                /* why unmanaged / invalid, or how it is managed */
-    SaMetadata settings;         /* the VM's own settings, else the defaults */
+    char *rule;                  /* the [rule NAME] that applies (no own settings), else NULL */
+    SaMetadata settings;         /* the VM's own settings, else its rule's, else the defaults */
     SaCpuSet *allowed;           /* what its vCPUs may use together: the union of their own sets */
     GPtrArray *vcpu_allowed;     /* SaCpuSet* per vCPU: its own set, pointing into own_sets */
     GPtrArray *own_sets;         /* the distinct sets of vcpu_allowed, owned (a set is 1 KiB) */
@@ -39,8 +40,14 @@ SaCpuSet *sa_facts_allowed(const SaVmFacts *facts, const SaCpuSet *online);
 /* What one thread gets: the policy's set within the thread's own set; the own set alone when
  * they share no CPU (softaff only ever narrows what the VM allows). */
 SaCpuSet *sa_narrow(const SaCpuSet *policy, const SaCpuSet *own);
-/* Why the VM is left alone, or NULL when it may be managed (settings valid). */
-char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg,
+/* The [rule NAME] that applies: the first that matches a VM without settings of its own (nor
+ * invalid ones), else NULL. */
+const SaRule *sa_facts_rule(const SaVmFacts *facts, const SaConfig *cfg);
+/* The settings a rule gives: what it sets, over the defaults. */
+void sa_rule_settings(const SaRule *rule, SaMetadata *md);
+/* Why the VM is left alone, or NULL when it may be managed (settings valid). rule: the one that
+ * applies (sa_facts_rule), or NULL. */
+char *sa_facts_unmanaged_reason(const SaVmFacts *facts, const SaConfig *cfg, const SaRule *rule,
                                 const SaCpuSet *allowed, const char *settings_name);
 
 G_END_DECLS

@@ -275,14 +275,17 @@ static void format_vms(GString *out, const GPtrArray *vms)
         return;
     family(out, "softaff_vm_info", GAUGE,
            "A VM softaffd knows, always 1; status managed|unmanaged|invalid, mode from its "
-           "metadata (soft|strict|off).");
+           "metadata or rule (soft|strict|off), rule the [rule NAME] that applies (no label "
+           "when none).");
     for (guint i = 0; i < vms->len; i++) {
         const SaVm *vm = g_ptr_array_index(vms, i);
+        /* rule last, left out when there is none (an empty label is no label to Prometheus). */
         const Label l[] = {{"domain", vm->name},
                            {"uuid", vm->key},
                            {"status", sa_vm_status_to_string(vm->status)},
-                           {"mode", sa_mode_to_string(vm->settings.mode)}};
-        sample_uint(out, "softaff_vm_info", l, G_N_ELEMENTS(l), 1);
+                           {"mode", sa_mode_to_string(vm->settings.mode)},
+                           {"rule", vm->rule}};
+        sample_uint(out, "softaff_vm_info", l, G_N_ELEMENTS(l) - (vm->rule ? 0 : 1), 1);
     }
 
     format_vm_metric(out, vms, VM_VCPUS);

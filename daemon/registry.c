@@ -57,6 +57,7 @@ static void vm_free(SaVm *vm)
         g_ptr_array_unref(vm->iothread_allowed);
     g_queue_free_full(vm->decisions, sa_decision_free);
     g_free(vm->status_reason);
+    g_free(vm->rule);
     g_free(vm->act.last_error);
     g_free(vm->key);
     g_free(vm->name);
@@ -188,6 +189,8 @@ static bool process_changed(const SaVm *vm, const SaVmFacts *facts)
 static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
 {
     vm->settings = j->settings;
+    g_free(vm->rule);
+    vm->rule = g_steal_pointer(&j->rule);
     vm->act.written_assigned = vm->settings.assigned;
     sa_cpuset_free(vm->allowed);
     vm->allowed = g_steal_pointer(&j->allowed);

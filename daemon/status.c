@@ -177,6 +177,7 @@ static json_object *vm_json(const SaCore *core, const SaVm *vm)
     json_object_object_add(o, "state", json_object_new_string(vm_state(vm)));
     json_object_object_add(o, "reason",
                            vm->status_reason ? json_object_new_string(vm->status_reason) : NULL);
+    json_object_object_add(o, "rule", vm->rule ? json_object_new_string(vm->rule) : NULL);
     json_object_object_add(o, "stalled", stalled_json(vm));
     json_object_object_add(o, "error", error_json(vm));
     json_object_object_add(o, "own", own_json(vm));

@@ -12,6 +12,7 @@
 #include "judge.h"
 #include "recorder.h"
 #include "sa-error.h"
+#include "sa-metrics.h"
 
 #define MAX_VMS 12
 #define MAX_VCPUS 8
@@ -115,7 +116,9 @@ static SaVmFacts *vm_facts(const TVm *v, const char *name, int preferred)
     return f;
 }
 
-static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, double load)
+/* A VM with a Nova flavor (NULL: none), reported to the core. */
+static TVm *add_vm_flavor(Fx *fx, const char *name, guint n_vcpus, int preferred, double load,
+                          const char *flavor)
 {
     g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
     TVm *v = &fx->vms[fx->n_vms++];
@@ -126,9 +129,15 @@ static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, doubl
         v->load[i] = load;
     fake_host_add_process(fx->host, v->pid, n_vcpus);
     g_autoptr(SaVmFacts) f = vm_facts(v, name, preferred);
+    f->flavor = g_strdup(flavor);
     v->rec = rec_vm_new(v->key, f);
     sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
     return v;
+}
+
+static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, double load)
+{
+    return add_vm_flavor(fx, name, n_vcpus, preferred, load, NULL);
 }
 
 static SaVm *core_vm(Fx *fx, const TVm *v)
@@ -615,32 +624,207 @@ static const JudgeRow judge_rows[] = {
      SA_VM_INVALID, "softness=\"x\" is bad", "0-3"},
 };
 
-static void test_judge_table(void)
+/* [rule NAME] rows: the rules are judge_rules()'s. */
+typedef struct {
+    JudgeRow row;
+    const char *name;     /* the VM's name, NULL "vm" */
+    const char *flavor;   /* its Nova flavor, NULL none */
+    const char *rule;     /* the rule that applies, NULL none */
+    const char *settings; /* "mode/preferred/softness" of the judgement, NULL: not checked */
+} RuleRow;
+
+static const RuleRow rule_rows[] = {
+    {.row = {"rule", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, NULL, SA_VM_MANAGED,
+             "mode soft, allowed CPUs 0-3 (rule m1-large)", "0-3"},
+     .flavor = "m1.large",
+     .rule = "m1-large",
+     .settings = "soft/1/0"},
+    {.row = {"rule, explicit", false, SA_MODE_SOFT, SA_MANAGE_EXPLICIT, NULL, NULL, 10, NULL,
+             SA_VM_MANAGED, "(rule m1-large)", "0-3"},
+     .flavor = "m1.large",
+     .rule = "m1-large",
+     .settings = "soft/1/0"},
+    {.row = {"own settings beat the rule", true, SA_MODE_STRICT, SA_MANAGE_ALL, NULL, NULL, 10,
+             NULL, SA_VM_MANAGED, "mode strict, allowed CPUs 0-3", "0-3"},
+     .flavor = "m1.large",
+     .settings = "strict/-1/-1"},
+    {.row = {"invalid settings, rule", true, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, "bad",
+             SA_VM_INVALID, "bad", "0-3"},
+     .flavor = "m1.large"},
+    {.row = {"rule mode off", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, NULL,
+             SA_VM_UNMANAGED, "rule offline says mode=off", "0-3"},
+     .flavor = "off.small",
+     .rule = "offline"},
+    {.row = {"rule, user pins", false, SA_MODE_SOFT, SA_MANAGE_ALL, "1", NULL, 10, NULL,
+             SA_VM_UNMANAGED, "pinned by the user", "0-3"},
+     .flavor = "m1.large",
+     .rule = "m1-large"},
+    {.row = {"rule by name", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, NULL,
+             SA_VM_MANAGED, "mode strict, allowed CPUs 0-3 (rule strict-web)", "0-3"},
+     .name = "web-3",
+     .rule = "strict-web",
+     .settings = "strict/-1/-1"},
+    {.row = {"first rule wins", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, NULL,
+             SA_VM_MANAGED, "(rule m1-large)", "0-3"},
+     .name = "web-3",
+     .flavor = "m1.large",
+     .rule = "m1-large",
+     .settings = "soft/1/0"},
+    {.row = {"no rule matches, explicit", false, SA_MODE_SOFT, SA_MANAGE_EXPLICIT, NULL, NULL, 10,
+             NULL, SA_VM_UNMANAGED, "no test settings and manage=explicit", "0-3"},
+     .flavor = "m2.small"},
+    {.row = {"no rule matches", false, SA_MODE_SOFT, SA_MANAGE_ALL, NULL, NULL, 10, NULL,
+             SA_VM_MANAGED, "(config defaults)", "0-3"},
+     .flavor = "m2.small",
+     .settings = "soft/-1/-1"},
+};
+
+/* ---- [rule NAME] groups, built by hand (the loader is config.c's) ---- */
+
+static SaRule *rule_new(const char *name, const char *match_name, const char *flavor)
+{
+    SaRule *r = g_new0(SaRule, 1);
+    r->name = g_strdup(name);
+    r->file = g_strdup("test.conf");
+    r->match_name = g_strdup(match_name);
+    r->match_flavor = g_strdup(flavor);
+    r->preferred = -2;
+    r->softness = -1;
+    return r;
+}
+
+static void rule_free(gpointer p)
+{
+    SaRule *r = p;
+    g_free(r->name);
+    g_free(r->file);
+    g_free(r->match_name);
+    g_free(r->match_flavor);
+    g_free(r);
+}
+
+/* m1-large: flavor m1.large, preferred 1, softness 0; offline: flavor off.*, mode off;
+ * strict-web: name web-*, mode strict. */
+static GPtrArray *judge_rules(void)
+{
+    GPtrArray *rules = g_ptr_array_new_with_free_func(rule_free);
+    SaRule *r = rule_new("m1-large", NULL, "m1.large");
+    r->preferred = 1;
+    r->softness = 0;
+    g_ptr_array_add(rules, r);
+    r = rule_new("offline", NULL, "off.*");
+    r->has_mode = true;
+    r->mode = SA_MODE_OFF;
+    g_ptr_array_add(rules, r);
+    r = rule_new("strict-web", "web-*", NULL);
+    r->has_mode = true;
+    r->mode = SA_MODE_STRICT;
+    g_ptr_array_add(rules, r);
+    return rules;
+}
+
+/* Puts rules into cfg, returning what was there: the test gives it back before cfg is freed
+ * (the rules are the test's, not the loader's). */
+static GPtrArray *swap_rules(SaConfig *cfg, GPtrArray *rules)
+{
+    GPtrArray *old = cfg->rules;
+    cfg->rules = rules;
+    return old;
+}
+
+static char *settings_text(const SaMetadata *md)
+{
+    return g_strdup_printf("%s/%d/%d", sa_mode_to_string(md->mode), md->preferred, md->softness);
+}
+
+/* One row: the facts it describes, judged with rules in the configuration. */
+static void judge_row(const JudgeRow *row, const RuleRow *extra, GPtrArray *rules)
 {
     g_autoptr(SaCpuSet) online = sa_cpuset_parse("0-3", NULL);
-    for (guint i = 0; i < G_N_ELEMENTS(judge_rows); i++) {
-        const JudgeRow *row = &judge_rows[i];
-        g_autoptr(SaConfig) cfg = sa_config_new_default();
-        cfg->manage = row->manage;
-        g_autoptr(SaVmFacts) f = rec_facts("k", "vm", row->pid, 2);
-        f->has_settings = row->has_settings;
-        f->settings.mode = row->mode;
-        f->settings_error = g_strdup(row->error);
-        f->vcpu_cpuset = row->cpuset ? sa_cpuset_parse(row->cpuset, NULL) : NULL;
-        if (row->pin0) {
-            f->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
-            g_ptr_array_add(f->vcpu_pins, sa_cpuset_parse(row->pin0, NULL));
-            g_ptr_array_add(f->vcpu_pins, NULL);
-        }
-        SaJudgement j;
-        sa_judge_vm(f, cfg, online, "test settings", &j);
-        g_test_message("%s: %s (%s)", row->what, sa_vm_status_to_string(j.status), j.reason);
-        g_assert_cmpint(j.status, ==, row->status);
-        g_assert_nonnull(strstr(j.reason, row->reason));
-        g_autofree char *allowed = sa_cpuset_format(j.allowed);
-        g_assert_cmpstr(allowed, ==, row->allowed);
-        sa_judgement_clear(&j);
+    g_autoptr(SaConfig) cfg = sa_config_new_default();
+    cfg->manage = row->manage;
+    GPtrArray *theirs = swap_rules(cfg, rules);
+    g_autoptr(SaVmFacts) f = rec_facts("k", extra && extra->name ? extra->name : "vm", row->pid, 2);
+    f->flavor = g_strdup(extra ? extra->flavor : NULL);
+    f->has_settings = row->has_settings;
+    f->settings.mode = row->mode;
+    f->settings_error = g_strdup(row->error);
+    f->vcpu_cpuset = row->cpuset ? sa_cpuset_parse(row->cpuset, NULL) : NULL;
+    if (row->pin0) {
+        f->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+        g_ptr_array_add(f->vcpu_pins, sa_cpuset_parse(row->pin0, NULL));
+        g_ptr_array_add(f->vcpu_pins, NULL);
     }
+    SaJudgement j;
+    sa_judge_vm(f, cfg, online, "test settings", &j);
+    g_test_message("%s: %s (%s)", row->what, sa_vm_status_to_string(j.status), j.reason);
+    g_assert_cmpint(j.status, ==, row->status);
+    g_assert_nonnull(strstr(j.reason, row->reason));
+    g_autofree char *allowed = sa_cpuset_format(j.allowed);
+    g_assert_cmpstr(allowed, ==, row->allowed);
+    g_assert_cmpstr(j.rule, ==, extra ? extra->rule : NULL);
+    g_autofree char *settings = settings_text(&j.settings);
+    if (extra && extra->settings)
+        g_assert_cmpstr(settings, ==, extra->settings);
+    sa_judgement_clear(&j);
+    swap_rules(cfg, theirs);
+}
+
+static void test_judge_table(void)
+{
+    /* The rules are there for every row: the VMs of judge_rows match none. */
+    g_autoptr(GPtrArray) rules = judge_rules();
+    for (guint i = 0; i < G_N_ELEMENTS(judge_rows); i++)
+        judge_row(&judge_rows[i], NULL, rules);
+    for (guint i = 0; i < G_N_ELEMENTS(rule_rows); i++)
+        judge_row(&rule_rows[i].row, &rule_rows[i], rules);
+}
+
+/* The rule m1-large (preferred 1, softness 0) gives a VM of flavor m1.large without settings
+ * of its own its home and softness; a VM with its own settings ignores it. Status and metrics
+ * name the rule; a reload with the rule changed moves the VM once the backend reports it again
+ * (its sync after SIGHUP). */
+static void test_rule(Fx *fx, gconstpointer data)
+{
+    g_autoptr(GPtrArray) rules = judge_rules();
+    GPtrArray *theirs = swap_rules(fx->core->cfg, rules);
+    /* Alone, an automatic home would be partition 0. */
+    TVm *a = add_vm_flavor(fx, "a", 2, -2, 0.2, "m1.large");
+    g_assert_cmpuint(step_until_pinned(fx, a, "2-3", 8), <=, 8);
+    TVm *b = add_vm_flavor(fx, "b", 2, 0, 0.2, "m1.large");
+    g_assert_cmpuint(step_until_pinned(fx, b, "0-1", 8), <=, 8);
+    SaVm *va = core_vm(fx, a);
+    g_assert_cmpstr(va->rule, ==, "m1-large");
+    g_assert_cmpint(va->settings.softness, ==, 0);
+    g_assert_cmpstr(va->status_reason, ==, "mode soft, allowed CPUs 0-3 (rule m1-large)");
+    g_assert_null(core_vm(fx, b)->rule);
+    g_autofree char *rule_a = status_member(fx, "a", "rule");
+    g_autofree char *softness_a = status_member(fx, "a", "softness");
+    g_autofree char *rule_b = status_member(fx, "b", "rule");
+    g_assert_cmpstr(rule_a, ==, "\"m1-large\"");
+    g_assert_cmpstr(softness_a, ==, "0");
+    g_assert_cmpstr(rule_b, ==, "null");
+    g_autofree char *metrics = sa_metrics_format(fx->core);
+    g_assert_nonnull(strstr(metrics,
+                            "softaff_vm_info{domain=\"a\",uuid=\"key-a\",status=\"managed\","
+                            "mode=\"soft\",rule=\"m1-large\"} 1\n"));
+    g_assert_nonnull(strstr(metrics,
+                            "softaff_vm_info{domain=\"b\",uuid=\"key-b\",status=\"managed\","
+                            "mode=\"soft\"} 1\n"));
+
+    g_autoptr(GPtrArray) changed = judge_rules();
+    ((SaRule *)g_ptr_array_index(changed, 0))->preferred = 0;
+    swap_rules(fx->core->cfg, theirs); /* the old configuration goes */
+    SaConfig *cfg = test_config();
+    theirs = swap_rules(cfg, changed);
+    sa_core_reload(fx->core, cfg, sa_topology_load(SA_LAYOUT_NODE, NULL, NULL));
+    g_autoptr(SaVmFacts) f = vm_facts(a, "a", -2);
+    f->flavor = g_strdup("m1.large");
+    sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 8), <=, 8);
+    g_assert_cmpstr(core_vm(fx, a)->rule, ==, "m1-large");
+    g_assert_cmpint(core_vm(fx, a)->settings.preferred, ==, 0);
+    swap_rules(fx->core->cfg, theirs);
 }
 
 int main(int argc, char **argv)
@@ -666,6 +850,7 @@ int main(int argc, char **argv)
     ADD("/core/discover", test_discover);
     ADD("/core/per-thread-own", test_per_thread_own);
     ADD("/core/new-process", test_new_process);
+    ADD("/core/rule", test_rule);
 #undef ADD
     return g_test_run();
 }
