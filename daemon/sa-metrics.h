@@ -10,7 +10,7 @@
  *   softaff_partition_cpus{partition}                    gauge, online CPUs
  *   softaff_partition_busy_cpus{partition,load}          gauge, load = owners|visitors|unmanaged
  *   softaff_partition_home_vcpus{partition}              gauge, vCPUs homed there
- *   softaff_vm_info{domain,uuid,status,mode}             1
+ *   softaff_vm_info{domain,uuid,status,mode[,rule]}      1 (rule: the [rule] that applied)
  *   softaff_vm_vcpus{domain,uuid}                        gauge
  *   softaff_vm_home_partition{domain,uuid}               gauge (managed VMs with a home only)
  *   softaff_vm_bursting{domain,uuid}                     gauge 0/1 (managed VMs with a home only)

@@ -75,6 +75,9 @@ static SaVmFacts *facts_copy(const SaVmFacts *f)
     c->has_settings = f->has_settings;
     c->settings = f->settings;
     c->settings_error = g_strdup(f->settings_error);
+    c->flavor = g_strdup(f->flavor);
+    c->title = g_strdup(f->title);
+    c->description = g_strdup(f->description);
     return c;
 }
 
