@@ -296,7 +296,7 @@ static const struct {
     /* unknown groups and keys */
     {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
      "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
-     "NAME)"},
+     "NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms)"},
