@@ -104,8 +104,8 @@ SaConfig *sa_config_load(const char *path, GError **error);
  * names the file, group, key and value, and the partitions there are. */
 bool sa_config_check_host(const SaConfig *cfg, const SaTopology *topo, GError **error);
 /* The effective configuration as a key file that loads back to the same settings: every key
- * with its value (keys of [vm NAME] and [rule NAME] groups only when set), a "# read: FILE"
- * line per file read. Free with g_free. */
+ * with its value (of a [rule NAME] the keys it sets, of a [vm NAME] softness when set), and a
+ * "# read: FILE" line per file read. Free with g_free. */
 char *sa_config_to_keyfile(const SaConfig *cfg);
 void sa_config_free(SaConfig *cfg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaConfig, sa_config_free)

@@ -216,6 +216,24 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
     g_autoptr(SaConfig) cfg2 = sa_config_load(copy, &error);
     g_assert_no_error(error);
     assert_defaults(cfg2);
+
+    /* The drop-ins are documented, and the [rule NAME] example loads once uncommented. */
+    g_assert_nonnull(strstr(text, "softaff.conf.d"));
+    const char *start = strstr(text, "\n#[rule ");
+    g_assert_nonnull(start);
+    GString *rules = g_string_new(NULL);
+    g_auto(GStrv) example = g_strsplit(start + 1, "\n", -1);
+    for (char **l = example; *l != NULL && (*l)[0] == '#'; l++)
+        g_string_append_printf(rules, "%s\n", *l + 1);
+    g_autofree char *rules_path = write_conf(f, "rules.conf", rules->str, -1);
+    g_string_free(rules, TRUE);
+    g_autoptr(SaConfig) cfg3 = sa_config_load(rules_path, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg3->rules->len, ==, 2);
+    const SaRule *large = g_ptr_array_index(cfg3->rules, 0);
+    g_assert_cmpstr(large->match_flavor, ==, "m1.large*");
+    g_assert_cmpint(large->preferred, ==, 1);
+    g_assert_cmpint(large->softness, ==, 80);
 }
 
 static void test_empty_file(Fixture *f, gconstpointer data)
