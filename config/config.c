@@ -1,9 +1,9 @@
-/* softaff — /etc/softaff/softaff.conf: defaults, loading and validation. */
+/* softaff — /etc/softaff/softaff.conf and its drop-ins: defaults, loading, merging and
+ * validation; the merged result as a key file. */
 #define G_LOG_DOMAIN "softaff-config"
 
 #include "sa-config.h"
 
-#include <errno.h>
 #include <string.h>
 #include <sys/un.h>
 

@@ -1,5 +1,5 @@
-/* softaff — /etc/softaff/softaff.conf (GKeyFile). Unknown groups and keys, and bad values, are
- * errors naming the file, group, key and value. */
+/* softaff — /etc/softaff/softaff.conf (GKeyFile) and its drop-ins, softaff.conf.d/NAME.conf.
+ * Unknown groups and keys, and bad values, are errors naming the file, group, key and value. */
 #pragma once
 
 #include <glib.h>

@@ -216,8 +216,16 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
     g_autoptr(SaConfig) cfg2 = sa_config_load(copy, &error);
     g_assert_no_error(error);
     assert_defaults(cfg2);
+}
 
-    /* The drop-ins are documented, and the [rule NAME] example loads once uncommented. */
+/* The example config documents the drop-ins, and its [rule NAME] example loads uncommented. */
+static void test_contrib_rules(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = g_build_filename(SA_SOURCE_ROOT, "contrib", "softaff.conf", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *text = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, &error));
     g_assert_nonnull(strstr(text, "softaff.conf.d"));
     const char *start = strstr(text, "\n#[rule ");
     g_assert_nonnull(start);
@@ -1063,6 +1071,7 @@ int main(int argc, char **argv)
     g_test_add_func("/config/strings", test_strings);
     ADD("/config/every-key", test_every_key);
     ADD("/config/contrib-example", test_contrib_example);
+    ADD("/config/contrib-rules", test_contrib_rules);
     ADD("/config/empty-file", test_empty_file);
     ADD("/config/missing-explicit", test_missing_explicit);
     ADD("/config/env-override", test_env_override);
