@@ -990,7 +990,8 @@ SaConfig *sa_config_load(const char *path, GError **error)
 
 bool sa_config_check_host(const SaConfig *cfg, const SaTopology *topo, GError **error)
 {
-    for (guint i = 0; i < cfg->rules->len; i++) {
+    /* rules NULL: a configuration built by hand (tests), like vms in sa_config_find_vm. */
+    for (guint i = 0; cfg->rules != NULL && i < cfg->rules->len; i++) {
         const SaRule *r = g_ptr_array_index(cfg->rules, i);
         if (r->preferred < 0 || sa_topology_find_partition(topo, (guint)r->preferred) >= 0)
             continue;
@@ -1063,7 +1064,7 @@ static void put_policy_to_qmp(GKeyFile *kf, const SaConfig *cfg)
 
 static void put_vms(GKeyFile *kf, const SaConfig *cfg)
 {
-    for (guint i = 0; i < cfg->vms->len; i++) {
+    for (guint i = 0; cfg->vms != NULL && i < cfg->vms->len; i++) {
         const SaVmConfig *vc = g_ptr_array_index(cfg->vms, i);
         g_autofree char *group = g_strconcat(VM_GROUP_PREFIX, vc->name, NULL);
         g_key_file_set_value(kf, group, "mode", sa_mode_to_string(vc->mode));
@@ -1075,7 +1076,7 @@ static void put_vms(GKeyFile *kf, const SaConfig *cfg)
 
 static void put_rules(GKeyFile *kf, const SaConfig *cfg)
 {
-    for (guint i = 0; i < cfg->rules->len; i++) {
+    for (guint i = 0; cfg->rules != NULL && i < cfg->rules->len; i++) {
         const SaRule *r = g_ptr_array_index(cfg->rules, i);
         const char *matches[] = {r->match_name, r->match_flavor, r->match_title,
                                  r->match_description};
