@@ -1,4 +1,5 @@
-/* softaff — /etc/softaff/softaff.conf: defaults, loading and validation. */
+/* softaff — /etc/softaff/softaff.conf and its drop-ins: defaults, loading, merging and
+ * validation; the merged result as a key file. */
 #define G_LOG_DOMAIN "softaff-config"
 
 #include "sa-config.h"
@@ -38,6 +39,14 @@ static const char *const metrics_keys[] = {"textfile", "every", NULL};
 /* [vm NAME] groups: one per QEMU process found over QMP. */
 #define VM_GROUP_PREFIX "vm "
 static const char *const vm_keys[] = {"mode", "preferred", "softness", NULL};
+/* [rule NAME] groups: settings for the VMs a rule matches. */
+#define RULE_GROUP_PREFIX "rule "
+static const char *const rule_keys[] = {
+    "match_name", "match_flavor", "match_title", "match_description",
+    "mode",       "preferred",    "softness",    NULL};
+/* Drop-ins: the files *.conf of this directory beside the main file. */
+#define DROPIN_DIR "softaff.conf.d"
+#define DROPIN_SUFFIX ".conf"
 
 static const struct {
     const char *name;
@@ -72,6 +81,21 @@ const char *sa_backend_to_string(SaBackend backend)
     return "unknown";
 }
 
+static void rule_free(gpointer p)
+{
+    SaRule *r = p;
+    if (r == NULL)
+        return;
+    g_free(r->name);
+    g_free(r->file);
+    g_free(r->match_name);
+    g_free(r->match_flavor);
+    g_free(r->match_title);
+    g_free(r->match_description);
+    g_free(r->preferred_file);
+    g_free(r);
+}
+
 static void vm_config_free(gpointer p)
 {
     SaVmConfig *vc = p;
@@ -96,6 +120,7 @@ SaConfig *sa_config_new_default(void)
     SaConfig *cfg = g_new0(SaConfig, 1);
 
     cfg->path = NULL;
+    cfg->dropins = g_new0(char *, 1);
     cfg->interval_ms = DEFAULT_INTERVAL_MS;
     cfg->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
     cfg->stop_timeout_ms = DEFAULT_STOP_TIMEOUT_MS;
@@ -110,6 +135,7 @@ SaConfig *sa_config_new_default(void)
     cfg->qmp_sockets = g_new0(char *, 1);
     cfg->qmp_trust_writable_dirs = false;
     cfg->vms = g_ptr_array_new_with_free_func(vm_config_free);
+    cfg->rules = g_ptr_array_new_with_free_func(rule_free);
     cfg->metrics_textfile = NULL;
     cfg->metrics_every = 1;
     return cfg;
@@ -120,22 +146,43 @@ void sa_config_free(SaConfig *cfg)
     if (cfg == NULL)
         return;
     g_free(cfg->path);
+    g_strfreev(cfg->dropins);
     g_free(cfg->uri);
     g_free(cfg->socket);
     g_free(cfg->custom);
     g_strfreev(cfg->qmp_sockets);
     if (cfg->vms != NULL)
         g_ptr_array_unref(cfg->vms);
+    if (cfg->rules != NULL)
+        g_ptr_array_unref(cfg->rules);
     g_free(cfg->metrics_textfile);
     g_free(cfg);
 }
 
+/* The key file checks run on: one file, or the merge of the main file and its drop-ins. */
 typedef struct {
     GKeyFile *kf;
-    const char *path;
+    const char *path;          /* the file, for what has no origin below */
+    GHashTable *key_origins;   /* "group\nkey" -> the file that gave its value, or NULL */
+    GHashTable *group_origins; /* group -> the file that had it first, or NULL */
 } Loader;
 
-/* "<path>: [group] key=value: <what is wrong>" */
+static const char *key_origin(const Loader *l, const char *group, const char *key)
+{
+    if (l->key_origins == NULL)
+        return l->path;
+    g_autofree char *id = g_strconcat(group, "\n", key, NULL);
+    const char *file = g_hash_table_lookup(l->key_origins, id);
+    return file != NULL ? file : l->path;
+}
+
+static const char *group_origin(const Loader *l, const char *group)
+{
+    const char *file = l->group_origins ? g_hash_table_lookup(l->group_origins, group) : NULL;
+    return file != NULL ? file : l->path;
+}
+
+/* "<file>: [group] key=value: <what is wrong>", the file being the one that gave the value. */
 static void G_GNUC_PRINTF(5, 6) set_bad_value(GError **error, const Loader *l, const char *group,
                                               const char *key, const char *fmt, ...)
 {
@@ -147,8 +194,8 @@ static void G_GNUC_PRINTF(5, 6) set_bad_value(GError **error, const Loader *l, c
     va_start(ap, fmt);
     why = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: [%s] %s=%s: %s", l->path, group, key, shown,
-                why);
+    g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: [%s] %s=%s: %s", key_origin(l, group, key),
+                group, key, shown, why);
 }
 
 /* The raw value with surrounding whitespace removed, or NULL when the key is absent. */
@@ -271,10 +318,12 @@ static bool check_groups_and_keys(const Loader *l, GError **error)
                 keys = known_groups[i].keys;
         if (g_str_has_prefix(*g, VM_GROUP_PREFIX))
             keys = vm_keys;
+        if (g_str_has_prefix(*g, RULE_GROUP_PREFIX))
+            keys = rule_keys;
         if (keys == NULL) {
             g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
                         "%s: [%s]: unknown group (known: daemon, partitions, policy, hook, qmp, "
-                        "metrics, vm NAME)",
+                        "metrics, vm NAME, rule NAME)",
                         l->path, *g);
             return false;
         }
@@ -573,24 +622,39 @@ static bool get_preferred(const Loader *l, const char *group, int *out, GError *
     return true;
 }
 
-static bool load_vm(const Loader *l, const char *group, SaConfig *cfg, GError **error)
+/* mode: soft, strict or off; *given tells whether the key is there. */
+static bool get_mode(const Loader *l, const char *group, SaMode *out, bool *given, GError **error)
 {
     static const SaMode modes[] = {SA_MODE_SOFT, SA_MODE_STRICT, SA_MODE_OFF};
     const char *mode_names[G_N_ELEMENTS(modes) + 1] = {NULL};
-    g_autofree char *name = g_strstrip(g_strdup(group + strlen(VM_GROUP_PREFIX)));
     int mode = -1;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(modes); i++)
+        mode_names[i] = sa_mode_to_string(modes[i]);
+    if (!get_choice(l, group, "mode", mode_names, &mode, error))
+        return false;
+    *given = mode >= 0;
+    if (mode >= 0)
+        *out = modes[mode];
+    return true;
+}
+
+static bool load_vm(const Loader *l, const char *group, SaConfig *cfg, GError **error)
+{
+    g_autofree char *name = g_strstrip(g_strdup(group + strlen(VM_GROUP_PREFIX)));
+    bool mode_given = false;
     guint softness = 0;
     bool softness_given = false;
 
     if (name[0] == '\0') {
         g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
                     "%s: [%s]: no VM name (e.g. [vm web1], the name given to QEMU with -name)",
-                    l->path, group);
+                    group_origin(l, group), group);
         return false;
     }
     if (sa_config_find_vm(cfg, name) != NULL) {
         g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: [%s]: VM \"%s\" configured twice",
-                    l->path, group, name);
+                    group_origin(l, group), group, name);
         return false;
     }
     SaVmConfig *vc = g_new0(SaVmConfig, 1);
@@ -600,12 +664,8 @@ static bool load_vm(const Loader *l, const char *group, SaConfig *cfg, GError **
     vc->softness = -1;
     g_ptr_array_add(cfg->vms, vc);
 
-    for (gsize i = 0; i < G_N_ELEMENTS(modes); i++)
-        mode_names[i] = sa_mode_to_string(modes[i]);
-    if (!get_choice(l, group, "mode", mode_names, &mode, error))
+    if (!get_mode(l, group, &vc->mode, &mode_given, error))
         return false;
-    if (mode >= 0)
-        vc->mode = modes[mode];
     if (!get_preferred(l, group, &vc->preferred, error))
         return false;
     if (!get_uint(l, group, "softness", 0, 100, &softness, &softness_given, error))
@@ -621,6 +681,95 @@ static bool load_vms(const Loader *l, SaConfig *cfg, GError **error)
 
     for (char **g = groups; *g != NULL; g++)
         if (g_str_has_prefix(*g, VM_GROUP_PREFIX) && !load_vm(l, *g, cfg, error))
+            return false;
+    return true;
+}
+
+static const SaRule *find_rule(const SaConfig *cfg, const char *name)
+{
+    for (guint i = 0; i < cfg->rules->len; i++) {
+        const SaRule *r = g_ptr_array_index(cfg->rules, i);
+        if (strcmp(r->name, name) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* The match_* keys: globs, none empty, at least one. */
+static bool load_rule_matches(const Loader *l, const char *group, SaRule *r, GError **error)
+{
+    char **fields[] = {&r->match_name, &r->match_flavor, &r->match_title, &r->match_description};
+    bool any = false;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
+        const char *key = rule_keys[i];
+        if (!get_string(l, group, key, fields[i], error))
+            return false;
+        if (*fields[i] != NULL && (*fields[i])[0] == '\0') {
+            set_bad_value(error, l, group, key, "empty pattern (a shell glob, e.g. m1.*)");
+            return false;
+        }
+        any = any || *fields[i] != NULL;
+    }
+    if (!any) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "%s: [%s]: has no match_* key (allowed: match_name, match_flavor, "
+                    "match_title, match_description)",
+                    group_origin(l, group), group);
+        return false;
+    }
+    return true;
+}
+
+static bool load_rule(const Loader *l, const char *group, SaConfig *cfg, GError **error)
+{
+    g_autofree char *name = g_strstrip(g_strdup(group + strlen(RULE_GROUP_PREFIX)));
+    guint softness = 0;
+    bool softness_given = false;
+    const char *file = group_origin(l, group);
+
+    if (name[0] == '\0') {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "%s: [%s]: no rule name (e.g. [rule large-flavors])", file, group);
+        return false;
+    }
+    if (find_rule(cfg, name) != NULL) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: [%s]: rule \"%s\" configured twice",
+                    file, group, name);
+        return false;
+    }
+    SaRule *r = g_new0(SaRule, 1);
+    r->name = g_steal_pointer(&name);
+    r->file = g_strdup(file);
+    r->mode = SA_MODE_SOFT;
+    r->preferred = -2;
+    r->softness = -1;
+    g_ptr_array_add(cfg->rules, r);
+
+    if (!load_rule_matches(l, group, r, error) ||
+        !get_mode(l, group, &r->mode, &r->has_mode, error) ||
+        !get_preferred(l, group, &r->preferred, error) ||
+        !get_uint(l, group, "softness", 0, 100, &softness, &softness_given, error))
+        return false;
+    if (softness_given)
+        r->softness = (int)softness;
+    if (r->preferred != -2)
+        r->preferred_file = g_strdup(key_origin(l, group, "preferred"));
+    if (!r->has_mode && r->preferred == -2 && r->softness < 0) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "%s: [%s]: sets nothing (needs at least one of mode, preferred, softness)",
+                    file, group);
+        return false;
+    }
+    return true;
+}
+
+static bool load_rules(const Loader *l, SaConfig *cfg, GError **error)
+{
+    g_auto(GStrv) groups = g_key_file_get_groups(l->kf, NULL);
+
+    for (char **g = groups; *g != NULL; g++)
+        if (g_str_has_prefix(*g, RULE_GROUP_PREFIX) && !load_rule(l, *g, cfg, error))
             return false;
     return true;
 }
@@ -680,14 +829,136 @@ static bool read_file(const char *path, bool explicit_path, const char *named_by
     return true;
 }
 
+/* One file read and parsed, its groups and keys checked (a key given twice shows only here).
+ * NULL with *missing set and no error: a missing file that may be missing. */
+static GKeyFile *parse_file(const char *path, bool explicit_path, const char *named_by,
+                            bool *missing, GError **error)
+{
+    g_autofree char *contents = NULL;
+    gsize len = 0;
+
+    if (!read_file(path, explicit_path, named_by, &contents, &len, missing, error)) {
+        *missing = false; /* an error, even for a missing file that must be there */
+        return NULL;
+    }
+    if (*missing)
+        return NULL;
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autoptr(GError) local = NULL;
+    if (!g_key_file_load_from_data(kf, contents, len, G_KEY_FILE_NONE, &local)) {
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: %s", path, local->message);
+        return NULL;
+    }
+    Loader l = {.kf = kf, .path = path};
+    if (!check_groups_and_keys(&l, error))
+        return NULL;
+    return g_steal_pointer(&kf);
+}
+
+/* The files read so far, merged per key: the later file's value wins, a group keeps the
+ * position it had in the first file that has it. */
+typedef struct {
+    GKeyFile *kf;
+    GHashTable *key_origins;   /* "group\nkey" (owned) -> a path of files */
+    GHashTable *group_origins; /* group (owned) -> a path of files */
+    GPtrArray *files;          /* char*, the paths merged */
+} Merge;
+
+static void merge_clear(Merge *m)
+{
+    g_clear_pointer(&m->kf, g_key_file_unref);
+    g_clear_pointer(&m->key_origins, g_hash_table_unref);
+    g_clear_pointer(&m->group_origins, g_hash_table_unref);
+    g_clear_pointer(&m->files, g_ptr_array_unref);
+}
+
+static void merge_file(Merge *m, GKeyFile *kf, const char *path)
+{
+    char *file = g_strdup(path);
+    g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+
+    g_ptr_array_add(m->files, file);
+    for (char **g = groups; *g != NULL; g++) {
+        if (!g_hash_table_contains(m->group_origins, *g)) {
+            g_hash_table_insert(m->group_origins, g_strdup(*g), file);
+            /* A group without keys ([vm web]: the defaults) must exist in the merge too. */
+            g_key_file_set_value(m->kf, *g, "-", "");
+            g_key_file_remove_key(m->kf, *g, "-", NULL);
+        }
+        g_auto(GStrv) keys = g_key_file_get_keys(kf, *g, NULL, NULL);
+        for (char **k = keys; k != NULL && *k != NULL; k++) {
+            g_autofree char *value = g_key_file_get_value(kf, *g, *k, NULL);
+            g_key_file_set_value(m->kf, *g, *k, value);
+            g_hash_table_replace(m->key_origins, g_strconcat(*g, "\n", *k, NULL), file);
+        }
+    }
+}
+
+static int compare_paths(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The drop-ins beside main_path, sorted: like sysctl.d, only NAME.conf, and no dotfiles (an
+ * editor's .NAME.conf.swp, a hidden copy). A missing directory has none. */
+static bool list_dropins(const char *main_path, GPtrArray *out, GError **error)
+{
+    g_autofree char *base = g_path_get_dirname(main_path);
+    g_autofree char *dir_path = g_build_filename(base, DROPIN_DIR, NULL);
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GDir) dir = g_dir_open(dir_path, 0, &local);
+    const char *name;
+
+    if (dir == NULL) {
+        if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+            return true;
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "%s: cannot read the drop-in directory: %s",
+                    dir_path, local->message);
+        return false;
+    }
+    while ((name = g_dir_read_name(dir)) != NULL)
+        if (name[0] != '.' && g_str_has_suffix(name, DROPIN_SUFFIX))
+            g_ptr_array_add(out, g_build_filename(dir_path, name, NULL));
+    g_ptr_array_sort(out, compare_paths);
+    return true;
+}
+
+/* The main file (unless it may be missing and is), then its drop-ins, into m. */
+static bool read_all(Merge *m, SaConfig *cfg, const char *path, bool explicit_path,
+                     const char *named_by, GError **error)
+{
+    g_autoptr(GPtrArray) dropins = g_ptr_array_new_with_free_func(g_free);
+    bool missing = false;
+    g_autoptr(GKeyFile) kf = parse_file(path, explicit_path, named_by, &missing, error);
+
+    if (kf == NULL && !missing)
+        return false;
+    if (kf != NULL) {
+        merge_file(m, kf, path);
+        cfg->path = g_strdup(path);
+    } else {
+        g_debug("%s does not exist: the defaults, and the drop-ins if any", path);
+    }
+    if (!list_dropins(path, dropins, error))
+        return false;
+    for (guint i = 0; i < dropins->len; i++) {
+        const char *dropin = g_ptr_array_index(dropins, i);
+        g_autoptr(GKeyFile) dkf = parse_file(dropin, true, NULL, &missing, error);
+        if (dkf == NULL)
+            return false;
+        merge_file(m, dkf, dropin);
+    }
+    g_ptr_array_add(dropins, NULL);
+    g_strfreev(cfg->dropins);
+    cfg->dropins = (char **)g_ptr_array_free(g_steal_pointer(&dropins), FALSE);
+    return true;
+}
+
 SaConfig *sa_config_load(const char *path, GError **error)
 {
     const char *env = g_getenv("SOFTAFF_CONFIG");
     const char *named_by = NULL;
     bool explicit_path = true;
-    g_autofree char *contents = NULL;
-    gsize len = 0;
-    bool missing = false;
 
     g_return_val_if_fail(error == NULL || *error == NULL, NULL);
 
@@ -700,27 +971,151 @@ SaConfig *sa_config_load(const char *path, GError **error)
     }
 
     g_autoptr(SaConfig) cfg = sa_config_new_default();
-    if (!read_file(path, explicit_path, named_by, &contents, &len, &missing, error))
-        return NULL;
-    if (missing) {
-        g_debug("%s does not exist: using the defaults", path);
-        return g_steal_pointer(&cfg);
-    }
+    Merge m = {
+        .kf = g_key_file_new(),
+        .key_origins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+        .group_origins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+        .files = g_ptr_array_new_with_free_func(g_free),
+    };
+    Loader l = {
+        .kf = m.kf, .path = path, .key_origins = m.key_origins, .group_origins = m.group_origins};
+    bool ok = read_all(&m, cfg, path, explicit_path, named_by, error) &&
+              load_daemon(&l, cfg, error) && load_partitions(&l, cfg, error) &&
+              load_policy(&l, cfg, error) && load_hook(&l, cfg, error) &&
+              load_qmp(&l, cfg, error) && load_metrics(&l, cfg, error) &&
+              load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
+    merge_clear(&m);
+    return ok ? g_steal_pointer(&cfg) : NULL;
+}
 
+bool sa_config_check_host(const SaConfig *cfg, const SaTopology *topo, GError **error)
+{
+    /* rules NULL: a configuration built by hand (tests), like vms in sa_config_find_vm. */
+    for (guint i = 0; cfg->rules != NULL && i < cfg->rules->len; i++) {
+        const SaRule *r = g_ptr_array_index(cfg->rules, i);
+        if (r->preferred < 0 || sa_topology_find_partition(topo, (guint)r->preferred) >= 0)
+            continue;
+        g_autofree char *ids = sa_topology_format_ids(topo);
+        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
+                    "%s: [" RULE_GROUP_PREFIX "%s] preferred=%d: names no partition of this host "
+                    "(partitions of layout %s: %s)",
+                    r->preferred_file != NULL ? r->preferred_file : r->file, r->name, r->preferred,
+                    sa_layout_to_string(topo->layout), ids);
+        return false;
+    }
+    return true;
+}
+
+/* The shortest plain decimal ("0.25", no exponent) that reads back as v; get_smoothing takes
+ * nothing else. */
+static char *format_plain_decimal(double v)
+{
+    char buf[G_ASCII_DTOSTR_BUF_SIZE + 400];
+
+    for (int digits = 1; digits < 400; digits++) {
+        g_autofree char *fmt = g_strdup_printf("%%.%df", digits);
+        g_ascii_formatd(buf, sizeof(buf), fmt, v);
+        if (g_ascii_strtod(buf, NULL) == v)
+            break;
+    }
+    /* Trailing zeros say nothing: "0.50" is "0.5". */
+    char *end = buf + strlen(buf);
+    while (end > buf + 1 && end[-1] == '0' && strchr(buf, '.') != NULL)
+        *--end = '\0';
+    if (end[-1] == '.')
+        end[-1] = '\0';
+    return g_strdup(buf);
+}
+
+static void set_preferred(GKeyFile *kf, const char *group, int preferred)
+{
+    g_autofree char *id = g_strdup_printf("%d", preferred);
+    g_key_file_set_value(kf, group, "preferred", preferred >= 0 ? id : "auto");
+}
+
+static void put_daemon_partitions(GKeyFile *kf, const SaConfig *cfg)
+{
+    g_key_file_set_uint64(kf, "daemon", "interval_ms", cfg->interval_ms);
+    g_key_file_set_string(kf, "daemon", "uri", cfg->uri);
+    g_key_file_set_string(kf, "daemon", "socket", cfg->socket);
+    g_key_file_set_value(kf, "daemon", "backend", sa_backend_to_string(cfg->backend));
+    g_key_file_set_uint64(kf, "daemon", "command_timeout_ms", cfg->command_timeout_ms);
+    g_key_file_set_uint64(kf, "daemon", "stop_timeout_ms", cfg->stop_timeout_ms);
+    g_key_file_set_value(kf, "partitions", "layout", sa_layout_to_string(cfg->layout));
+    /* custom= is an error with any other layout. */
+    if (cfg->layout == SA_LAYOUT_CUSTOM)
+        g_key_file_set_value(kf, "partitions", "custom", cfg->custom);
+}
+
+static void put_policy_to_qmp(GKeyFile *kf, const SaConfig *cfg)
+{
+    g_autofree char *smoothing = format_plain_decimal(cfg->policy.smoothing);
+
+    g_key_file_set_uint64(kf, "policy", "softness", cfg->policy.softness);
+    g_key_file_set_value(kf, "policy", "manage", sa_manage_to_string(cfg->manage));
+    g_key_file_set_uint64(kf, "policy", "dwell_ms", cfg->policy.dwell_ms);
+    g_key_file_set_value(kf, "policy", "smoothing", smoothing);
+    g_key_file_set_uint64(kf, "policy", "max_holdoff_ms", cfg->policy.max_holdoff_ms);
+    g_key_file_set_boolean(kf, "hook", "strict", cfg->hook_strict);
+    g_key_file_set_string_list(kf, "qmp", "sockets", (const char *const *)cfg->qmp_sockets,
+                               g_strv_length(cfg->qmp_sockets));
+    g_key_file_set_boolean(kf, "qmp", "trust_writable_dirs", cfg->qmp_trust_writable_dirs);
+}
+
+static void put_vms(GKeyFile *kf, const SaConfig *cfg)
+{
+    for (guint i = 0; cfg->vms != NULL && i < cfg->vms->len; i++) {
+        const SaVmConfig *vc = g_ptr_array_index(cfg->vms, i);
+        g_autofree char *group = g_strconcat(VM_GROUP_PREFIX, vc->name, NULL);
+        g_key_file_set_value(kf, group, "mode", sa_mode_to_string(vc->mode));
+        set_preferred(kf, group, vc->preferred);
+        if (vc->softness >= 0)
+            g_key_file_set_integer(kf, group, "softness", vc->softness);
+    }
+}
+
+static void put_rules(GKeyFile *kf, const SaConfig *cfg)
+{
+    for (guint i = 0; cfg->rules != NULL && i < cfg->rules->len; i++) {
+        const SaRule *r = g_ptr_array_index(cfg->rules, i);
+        const char *matches[] = {r->match_name, r->match_flavor, r->match_title,
+                                 r->match_description};
+        g_autofree char *group = g_strconcat(RULE_GROUP_PREFIX, r->name, NULL);
+        g_autofree char *from = g_strdup_printf(" from: %s", r->file);
+
+        for (gsize k = 0; k < G_N_ELEMENTS(matches); k++)
+            if (matches[k] != NULL)
+                g_key_file_set_string(kf, group, rule_keys[k], matches[k]);
+        if (r->has_mode)
+            g_key_file_set_value(kf, group, "mode", sa_mode_to_string(r->mode));
+        if (r->preferred != -2)
+            set_preferred(kf, group, r->preferred);
+        if (r->softness >= 0)
+            g_key_file_set_integer(kf, group, "softness", r->softness);
+        g_key_file_set_comment(kf, group, NULL, from, NULL);
+    }
+}
+
+char *sa_config_to_keyfile(const SaConfig *cfg)
+{
     g_autoptr(GKeyFile) kf = g_key_file_new();
-    g_autoptr(GError) local = NULL;
-    if (!g_key_file_load_from_data(kf, contents, len, G_KEY_FILE_NONE, &local)) {
-        g_set_error(error, SA_ERROR, SA_ERROR_CONFIG, "%s: %s", path, local->message);
-        return NULL;
-    }
+    g_autoptr(GString) read = g_string_new(NULL);
 
-    Loader l = {.kf = kf, .path = path};
-    if (!check_groups_and_keys(&l, error) || !load_daemon(&l, cfg, error) ||
-        !load_partitions(&l, cfg, error) || !load_policy(&l, cfg, error) ||
-        !load_hook(&l, cfg, error) || !load_qmp(&l, cfg, error) || !load_metrics(&l, cfg, error) ||
-        !load_vms(&l, cfg, error))
-        return NULL;
+    put_daemon_partitions(kf, cfg);
+    put_policy_to_qmp(kf, cfg);
+    put_vms(kf, cfg);
+    put_rules(kf, cfg);
+    g_key_file_set_string(kf, "metrics", "textfile",
+                          cfg->metrics_textfile != NULL ? cfg->metrics_textfile : "");
+    g_key_file_set_uint64(kf, "metrics", "every", cfg->metrics_every);
 
-    cfg->path = g_strdup(path);
-    return g_steal_pointer(&cfg);
+    if (cfg->path != NULL)
+        g_string_append_printf(read, " read: %s\n", cfg->path);
+    for (char **d = cfg->dropins; d != NULL && *d != NULL; d++)
+        g_string_append_printf(read, " read: %s\n", *d);
+    if (read->len == 0)
+        g_string_append(read, " read: nothing (the defaults)\n");
+    g_string_truncate(read, read->len - 1);
+    g_key_file_set_comment(kf, NULL, NULL, read->str, NULL);
+    return g_key_file_to_data(kf, NULL, NULL);
 }

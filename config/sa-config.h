@@ -1,5 +1,5 @@
-/* softaff — /etc/softaff/softaff.conf (GKeyFile). Unknown groups and keys, and bad values, are
- * errors naming the file, group, key and value. */
+/* softaff — /etc/softaff/softaff.conf (GKeyFile) and its drop-ins, softaff.conf.d/NAME.conf.
+ * Unknown groups and keys, and bad values, are errors naming the file, group, key and value. */
 #pragma once
 
 #include <glib.h>
@@ -44,9 +44,15 @@ typedef struct {
     char *match_description; /* the libvirt domain <description> */
     bool has_mode;
     SaMode mode;
-    int preferred; /* partition id, -1 = auto, -2 = not set */
-    int softness;  /* 0..100, -1 = not set */
+    int preferred;        /* partition id, -1 = auto, -2 = not set */
+    char *preferred_file; /* the file that gave preferred (a drop-in may override it), for the
+                             host check; NULL when not set */
+    int softness;         /* 0..100, -1 = not set */
 } SaRule;
+
+/* Keys of a group may come from several files: the main file, then each drop-in, later ones
+ * overriding per key (a [vm NAME] or [rule NAME] group too: it keeps its first position). Every
+ * check runs on the merged result; an error names the file that gave the value. */
 
 /* What a rule can match a VM on (NULL: the VM has none). */
 typedef struct {
@@ -90,8 +96,17 @@ typedef struct {
 
 SaConfig *sa_config_new_default(void);
 /* path NULL: $SOFTAFF_CONFIG, else /etc/softaff/softaff.conf; a missing default file gives the
- * defaults, a missing file that was named explicitly is an error. */
+ * defaults, a missing file that was named explicitly is an error. Then the drop-ins: the files
+ * *.conf (not dotfiles) of softaff.conf.d/ beside it, in byte order of their names; a missing
+ * directory is none. */
 SaConfig *sa_config_load(const char *path, GError **error);
+/* What only the host can tell: every [rule NAME] preferred names a partition of topo. The error
+ * names the file, group, key and value, and the partitions there are. */
+bool sa_config_check_host(const SaConfig *cfg, const SaTopology *topo, GError **error);
+/* The effective configuration as a key file that loads back to the same settings: every key
+ * with its value (of a [rule NAME] the keys it sets, of a [vm NAME] softness when set), and a
+ * "# read: FILE" line per file read. Free with g_free. */
+char *sa_config_to_keyfile(const SaConfig *cfg);
 void sa_config_free(SaConfig *cfg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaConfig, sa_config_free)
 

@@ -35,7 +35,7 @@ typedef struct {
 } App;
 
 typedef struct {
-    gboolean foreground, once, dry_run, version;
+    gboolean foreground, once, dry_run, version, check_config;
     char *config_path;
 } Options;
 
@@ -122,16 +122,25 @@ static gboolean on_sigterm(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-/* The new configuration and topology, or NULL with the reason logged. */
+/* The configuration (main file and drop-ins) and the host's partitions, checked against each
+ * other: a [rule NAME] preferred must name one of them. */
+static bool load_config(const char *path, SaConfig **cfg, SaTopology **topo, GError **error)
+{
+    g_autoptr(SaConfig) c = sa_config_load(path, error);
+    g_autoptr(SaTopology) t = c ? sa_topology_load(c->layout, c->custom, error) : NULL;
+    if (!t || !sa_config_check_host(c, t, error))
+        return false;
+    *cfg = g_steal_pointer(&c);
+    *topo = g_steal_pointer(&t);
+    return true;
+}
+
+/* The new configuration and topology, or false with the reason logged. */
 static bool load_for_reload(App *app, SaConfig **cfg, SaTopology **topo)
 {
     g_autoptr(GError) error = NULL;
-    *cfg = sa_config_load(app->config_path, &error);
-    if (*cfg)
-        *topo = sa_topology_load((*cfg)->layout, (*cfg)->custom, &error);
-    if (*cfg && *topo)
+    if (load_config(app->config_path, cfg, topo, &error))
         return true;
-    g_clear_pointer(cfg, sa_config_free);
     g_warning("reload refused, keeping the running configuration: %s", error->message);
     return false;
 }
@@ -203,6 +212,10 @@ static int parse_options(int *argc, char ***argv, Options *o)
         {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o->dry_run, "Decide and log, change nothing", NULL},
         {"verbose", 'v', 0, G_OPTION_ARG_NONE, &opt_verbose, "Log debug messages too", NULL},
         {"version", 'V', 0, G_OPTION_ARG_NONE, &o->version, "Print the version and exit", NULL},
+        {"check-config", 0, 0, G_OPTION_ARG_NONE, &o->check_config,
+         "Check the configuration (with its drop-ins, against this host's partitions), print it "
+         "merged and exit: 0 when valid, 1 with the error",
+         NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- soft CPU affinity for libvirt VMs");
@@ -247,9 +260,9 @@ static bool prepare_process(const Options *o)
 static bool create_core(App *app, const Options *o)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(SaConfig) cfg = sa_config_load(o->config_path, &error);
-    g_autoptr(SaTopology) topo = cfg ? sa_topology_load(cfg->layout, cfg->custom, &error) : NULL;
-    if (!topo) {
+    g_autoptr(SaConfig) cfg = NULL;
+    g_autoptr(SaTopology) topo = NULL;
+    if (!load_config(o->config_path, &cfg, &topo, &error)) {
         fprintf(stderr, "softaffd: %s\n", error->message);
         return false;
     }
@@ -274,6 +287,22 @@ static bool create_core(App *app, const Options *o)
     if (c->backend != SA_BACKEND_LIBVIRT)
         app->qmp = sa_qmp_new(app->core);
     return true;
+}
+
+/* --check-config: what a start would load and check, printed merged; nothing starts (no
+ * socket, no libvirt, no root needed), for CI pipelines that ship the files. */
+static int check_config(const Options *o)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = NULL;
+    g_autoptr(SaTopology) topo = NULL;
+    if (!load_config(o->config_path, &cfg, &topo, &error)) {
+        fprintf(stderr, "softaffd: %s\n", error->message);
+        return 1;
+    }
+    g_autofree char *text = sa_config_to_keyfile(cfg);
+    fputs(text, stdout);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 /* Runs the main context for ms milliseconds (QMP sessions and discoveries answer meanwhile). */
@@ -359,6 +388,11 @@ int main(int argc, char **argv)
     if (o.version) {
         printf("softaffd %s\n", SA_VERSION);
         return 0;
+    }
+    if (o.check_config) {
+        rc = check_config(&o);
+        g_free(o.config_path);
+        return rc;
     }
     g_log_set_writer_func(log_writer, NULL, NULL);
     /* A peer that closes its socket early (control clients, QMP, libvirt) must not kill the

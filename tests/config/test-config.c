@@ -25,18 +25,28 @@ static void fixture_setup(Fixture *f, gconstpointer data)
     g_unsetenv("SOFTAFF_CONFIG");
 }
 
-static void fixture_teardown(Fixture *f, gconstpointer data)
+/* Removes dir and what it holds (files and directories, one level of drop-ins deep or more). */
+static void remove_tree(const char *path)
 {
-    g_autoptr(GDir) dir = g_dir_open(f->dir, 0, NULL);
+    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
     const char *name;
 
     while (dir != NULL && (name = g_dir_read_name(dir)) != NULL) {
-        g_autofree char *path = g_build_filename(f->dir, name, NULL);
-        g_assert_cmpint(g_unlink(path), ==, 0);
+        g_autofree char *child = g_build_filename(path, name, NULL);
+        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
+            remove_tree(child);
+        else
+            g_assert_cmpint(g_unlink(child), ==, 0);
     }
-    g_assert_cmpint(g_rmdir(f->dir), ==, 0);
+    g_assert_cmpint(g_rmdir(path), ==, 0);
+}
+
+static void fixture_teardown(Fixture *f, gconstpointer data)
+{
+    remove_tree(f->dir);
     g_free(f->dir);
     g_unsetenv("SOFTAFF_CONFIG");
+    g_unsetenv("SOFTAFF_SYSFS_ROOT");
 }
 
 static char *write_conf(Fixture *f, const char *name, const char *contents, gssize len)
@@ -47,6 +57,16 @@ static char *write_conf(Fixture *f, const char *name, const char *contents, gssi
     g_assert_true(g_file_set_contents(path, contents, len, &error));
     g_assert_no_error(error);
     return path;
+}
+
+/* A drop-in: softaff.conf.d/NAME beside the fixture's files. */
+static char *write_dropin(Fixture *f, const char *name, const char *contents)
+{
+    g_autofree char *dir = g_build_filename(f->dir, "softaff.conf.d", NULL);
+    g_autofree char *rel = g_build_filename("softaff.conf.d", name, NULL);
+
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+    return write_conf(f, rel, contents, -1);
 }
 
 static char *data_path(const char *name)
@@ -198,6 +218,32 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
     assert_defaults(cfg2);
 }
 
+/* The example config documents the drop-ins, and its [rule NAME] example loads uncommented. */
+static void test_contrib_rules(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = g_build_filename(SA_SOURCE_ROOT, "contrib", "softaff.conf", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *text = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, &error));
+    g_assert_nonnull(strstr(text, "softaff.conf.d"));
+    const char *start = strstr(text, "\n#[rule ");
+    g_assert_nonnull(start);
+    GString *rules = g_string_new(NULL);
+    g_auto(GStrv) example = g_strsplit(start + 1, "\n", -1);
+    for (char **l = example; *l != NULL && (*l)[0] == '#'; l++)
+        g_string_append_printf(rules, "%s\n", *l + 1);
+    g_autofree char *rules_path = write_conf(f, "rules.conf", rules->str, -1);
+    g_string_free(rules, TRUE);
+    g_autoptr(SaConfig) cfg3 = sa_config_load(rules_path, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg3->rules->len, ==, 2);
+    const SaRule *large = g_ptr_array_index(cfg3->rules, 0);
+    g_assert_cmpstr(large->match_flavor, ==, "m1.large*");
+    g_assert_cmpint(large->preferred, ==, 1);
+    g_assert_cmpint(large->softness, ==, 80);
+}
+
 static void test_empty_file(Fixture *f, gconstpointer data)
 {
     g_autofree char *path = write_conf(f, "empty.conf", "", 0);
@@ -296,7 +342,7 @@ static const struct {
     /* unknown groups and keys */
     {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
      "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
-     "NAME)"},
+     "NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms)"},
@@ -420,6 +466,38 @@ static const struct {
      "@: [vm ]: no VM name (e.g. [vm web1], the name given to QEMU with -name)"},
     {"[vm a]\nmode=soft\n[vm  a]\nmode=off\n", SA_ERROR_CONFIG,
      "@: [vm  a]: VM \"a\" configured twice"},
+    /* [rule NAME] */
+    {"[rule m1-large]\nmatch_flavor=m1.large\nsoftness=150\n", SA_ERROR_CONFIG,
+     "@: [rule m1-large] softness=150: out of range (allowed: 0-100)"},
+    {"[rule x]\nmode=soft\n", SA_ERROR_CONFIG,
+     "@: [rule x]: has no match_* key (allowed: match_name, match_flavor, match_title, "
+     "match_description)"},
+    {"[rule x]\nmatch_name=\nmode=soft\n", SA_ERROR_CONFIG,
+     "@: [rule x] match_name=: empty pattern (a shell glob, e.g. m1.*)"},
+    {"[rule x]\nmatch_flavor=m1.*\nmatch_title=  \nmode=soft\n", SA_ERROR_CONFIG,
+     "@: [rule x] match_title=: empty pattern (a shell glob, e.g. m1.*)"},
+    {"[rule x]\nmatch_description=\nmode=soft\n", SA_ERROR_CONFIG,
+     "@: [rule x] match_description=: empty pattern (a shell glob, e.g. m1.*)"},
+    {"[rule x]\nmatch_name=web*\n", SA_ERROR_CONFIG,
+     "@: [rule x]: sets nothing (needs at least one of mode, preferred, softness)"},
+    {"[rule x]\nmatch_name=web*\nmode=hard\n", SA_ERROR_CONFIG,
+     "@: [rule x] mode=hard: not one of soft, strict, off"},
+    {"[rule x]\nmatch_name=web*\npreferred=-1\n", SA_ERROR_CONFIG,
+     "@: [rule x] preferred=-1: not auto or a partition id (a plain decimal number)"},
+    {"[rule x]\nmatch_name=web*\nsoftness=soft\n", SA_ERROR_CONFIG,
+     "@: [rule x] softness=soft: not a whole number 0-100"},
+    {"[rule x]\nmatch_flavour=m1.*\nmode=soft\n", SA_ERROR_CONFIG,
+     "@: [rule x] match_flavour=m1.*: unknown key (known in [rule x]: match_name, match_flavor, "
+     "match_title, match_description, mode, preferred, softness)"},
+    {"[rule x]\nmatch_name=a\nmatch_name=b\nmode=off\n", SA_ERROR_CONFIG,
+     "@: [rule x] match_name=b: key given more than once in [rule x]"},
+    {"[rule ]\nmatch_name=a\nmode=off\n", SA_ERROR_CONFIG,
+     "@: [rule ]: no rule name (e.g. [rule large-flavors])"},
+    {"[rule a]\nmatch_name=a\nmode=off\n[rule  a]\nmatch_name=b\nmode=off\n", SA_ERROR_CONFIG,
+     "@: [rule  a]: rule \"a\" configured twice"},
+    {"[rules a]\nmatch_name=a\n", SA_ERROR_CONFIG,
+     "@: [rules a]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
+     "NAME, rule NAME)"},
     /* [metrics] */
     {"[metrics]\ntextfile=softaff.prom\n", SA_ERROR_CONFIG,
      "@: [metrics] textfile=softaff.prom: not an absolute path"},
@@ -582,6 +660,381 @@ static void test_vm_groups(Fixture *f, gconstpointer data)
     g_assert_null(sa_config_find_vm(defaults, "web1"));
 }
 
+/* A drop-in overrides the keys it sets, one by one; the main file's other keys stay. Drop-ins
+ * are read in byte order of their names; only NAME.conf counts, dotfiles do not. */
+static void test_dropins_override(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = write_conf(f, "softaff.conf",
+                                       "[daemon]\ninterval_ms=100\n"
+                                       "[policy]\nsoftness=10\ndwell_ms=3000\n",
+                                       -1);
+    g_autofree char *a = write_dropin(f, "10-a.conf", "[policy]\nsoftness=20\nmanage=explicit\n");
+    g_autofree char *b = write_dropin(f, "20-b.conf", "[policy]\nsoftness=30\n");
+    /* "9-z" sorts after "20-b" in byte order: it wins, though 9 < 20. */
+    g_autofree char *z = write_dropin(f, "9-z.conf", "[policy]\nsoftness=40\n");
+    /* Byte order, not the locale's: '1' (0x31) < '9' < 'A' (0x41) < 'a' (0x61). */
+    g_autofree char *upper = write_dropin(f, "A.conf", "[daemon]\ninterval_ms=200\n");
+    g_autofree char *lower = write_dropin(f, "a.conf", "[daemon]\ninterval_ms=300\n");
+    /* Not drop-ins: each would fail the load if it were read. */
+    static const char *const ignored[] = {"30-c.conf.bak", "README",    ".40-hidden.conf",
+                                          "50-x.conf~",    "#60.conf#", "70.CONF",
+                                          "80.conf.swp",   ".conf"};
+    for (gsize i = 0; i < G_N_ELEMENTS(ignored); i++)
+        g_free(write_dropin(f, ignored[i], "[nope]\nbad=1\n"));
+
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(cfg->path, ==, path);
+    g_assert_cmpuint(g_strv_length(cfg->dropins), ==, 5);
+    g_assert_cmpstr(cfg->dropins[0], ==, a);
+    g_assert_cmpstr(cfg->dropins[1], ==, b);
+    g_assert_cmpstr(cfg->dropins[2], ==, z);
+    g_assert_cmpstr(cfg->dropins[3], ==, upper);
+    g_assert_cmpstr(cfg->dropins[4], ==, lower);
+    g_assert_cmpuint(cfg->policy.softness, ==, 40);
+    g_assert_cmpint(cfg->manage, ==, SA_MANAGE_EXPLICIT);
+    g_assert_cmpuint(cfg->policy.dwell_ms, ==, 3000);
+    g_assert_cmpuint(cfg->interval_ms, ==, 300);
+    /* Untouched by any file. */
+    g_assert_cmpstr(cfg->uri, ==, "qemu:///system");
+
+    /* Without the directory there are no drop-ins. */
+    g_autofree char *dir = g_build_filename(f->dir, "softaff.conf.d", NULL);
+    remove_tree(dir);
+    g_autoptr(SaConfig) alone = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(alone->dropins);
+    g_assert_null(alone->dropins[0]);
+    g_assert_cmpuint(alone->policy.softness, ==, 10);
+    g_assert_cmpuint(alone->interval_ms, ==, 100);
+}
+
+/* Cross-key checks see the merged result; each error names the file that gave the value. */
+static void test_dropins_cross_keys(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path =
+        write_conf(f, "softaff.conf", "[partitions]\nlayout=custom\n[policy]\ndwell_ms=500\n", -1);
+    g_autofree char *d1 = write_dropin(f, "10-custom.conf", "[partitions]\ncustom=0-1;2-3\n");
+    g_autofree char *d2 = write_dropin(f, "20-holdoff.conf", "[policy]\nmax_holdoff_ms=1000\n");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    /* layout=custom in the main file, custom= in a drop-in: fine together. */
+    g_assert_no_error(error);
+    g_assert_cmpint(cfg->layout, ==, SA_LAYOUT_CUSTOM);
+    g_assert_cmpstr(cfg->custom, ==, "0-1;2-3");
+    g_assert_cmpuint(cfg->policy.max_holdoff_ms, ==, 1000);
+
+    /* A later drop-in sets layout=node: custom= (from 10-custom.conf) is now the mistake. */
+    g_autofree char *d3 = write_dropin(f, "30-node.conf", "[partitions]\nlayout=node\n");
+    g_autoptr(SaConfig) bad = sa_config_load(path, &error);
+    g_assert_null(bad);
+    g_autofree char *want =
+        g_strdup_printf("%s: [partitions] custom=0-1;2-3: only used with layout=custom (layout "
+                        "is node)",
+                        d1);
+    g_assert_cmpstr(error->message, ==, want);
+    g_clear_error(&error);
+
+    /* A later drop-in raises dwell_ms above the back-off 20-holdoff.conf set: its file is named. */
+    g_assert_cmpint(g_unlink(d3), ==, 0);
+    g_autofree char *d4 = write_dropin(f, "40-dwell.conf", "[policy]\ndwell_ms=5000\n");
+    g_autoptr(SaConfig) bad2 = sa_config_load(path, &error);
+    g_assert_null(bad2);
+    g_autofree char *want2 = g_strdup_printf(
+        "%s: [policy] max_holdoff_ms=1000: less than dwell_ms (5000); the back-off cannot be "
+        "shorter than the dwell time",
+        d2);
+    g_assert_cmpstr(error->message, ==, want2);
+}
+
+/* An error in a drop-in names the drop-in, with group, key and value. */
+static void test_dropin_errors(Fixture *f, gconstpointer data)
+{
+    static const struct {
+        const char *contents;
+        const char *message; /* "@": the drop-in's path */
+    } cases[] = {
+        {"[policy]\nsoftness=101\n", "@: [policy] softness=101: out of range (allowed: 0-100)"},
+        {"[policy]\nsofness=4\n",
+         "@: [policy] sofness=4: unknown key (known in [policy]: softness, manage, dwell_ms, "
+         "smoothing, max_holdoff_ms)"},
+        {"[policy]\nsoftness=1\nsoftness=2\n",
+         "@: [policy] softness=2: key given more than once in [policy]"},
+        {"[polcy]\nsoftness=1\n",
+         "@: [polcy]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
+         "NAME, rule NAME)"},
+        {"softness=1\n", "@: Key file does not start with a group"},
+        {"[vm web]\nmode=hard\n", "@: [vm web] mode=hard: not one of soft, strict, off"},
+        {"[rule big]\nmode=off\n",
+         "@: [rule big]: has no match_* key (allowed: match_name, match_flavor, match_title, "
+         "match_description)"},
+        {"[rule m1]\nsoftness=150\n", "@: [rule m1] softness=150: out of range (allowed: 0-100)"},
+    };
+    g_autofree char *path =
+        write_conf(f, "softaff.conf", "[rule m1]\nmatch_flavor=m1.*\nmode=soft\n", -1);
+    g_free(write_dropin(f, "00-good.conf", "[policy]\nsoftness=3\n"));
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *dropin = write_dropin(f, "50-bad.conf", cases[i].contents);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+        g_test_message("case %" G_GSIZE_FORMAT ": %s", i, error ? error->message : "(loaded)");
+        g_assert_null(cfg);
+        g_assert_error(error, SA_ERROR, SA_ERROR_CONFIG);
+        g_auto(GStrv) parts = g_strsplit(cases[i].message, "@", -1);
+        g_autofree char *expected = g_strjoinv(dropin, parts);
+        g_assert_cmpstr(error->message, ==, expected);
+    }
+}
+
+/* [rule NAME] groups: every key, defaults of the unset ones, file order. */
+static void test_rules(Fixture *f, gconstpointer data)
+{
+    static const char text[] = "[rule m1-large]\n"
+                               "match_flavor=m1.large*\n"
+                               "mode=strict\n"
+                               "preferred=1\n"
+                               "softness=20\n"
+                               "[rule web]\n"
+                               "match_name=web-*\n"
+                               "match_title= Web [0-9]* \n"
+                               "match_description=*frontend*\n"
+                               "preferred=auto\n"
+                               "[rule quiet]\n"
+                               "match_name=batch?\n"
+                               "softness=0\n";
+    g_autofree char *path = write_conf(f, "softaff.conf", text, -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg->rules->len, ==, 3);
+    const SaRule *r = g_ptr_array_index(cfg->rules, 0);
+    g_assert_cmpstr(r->name, ==, "m1-large");
+    g_assert_cmpstr(r->file, ==, path);
+    g_assert_cmpstr(r->match_flavor, ==, "m1.large*");
+    g_assert_null(r->match_name);
+    g_assert_null(r->match_title);
+    g_assert_null(r->match_description);
+    g_assert_true(r->has_mode);
+    g_assert_cmpint(r->mode, ==, SA_MODE_STRICT);
+    g_assert_cmpint(r->preferred, ==, 1);
+    g_assert_cmpstr(r->preferred_file, ==, path);
+    g_assert_cmpint(r->softness, ==, 20);
+
+    r = g_ptr_array_index(cfg->rules, 1);
+    g_assert_cmpstr(r->name, ==, "web");
+    g_assert_cmpstr(r->match_name, ==, "web-*");
+    g_assert_cmpstr(r->match_title, ==, "Web [0-9]*");
+    g_assert_cmpstr(r->match_description, ==, "*frontend*");
+    g_assert_null(r->match_flavor);
+    g_assert_false(r->has_mode);
+    g_assert_cmpint(r->preferred, ==, -1);
+    g_assert_cmpint(r->softness, ==, -1);
+
+    r = g_ptr_array_index(cfg->rules, 2);
+    g_assert_cmpstr(r->name, ==, "quiet");
+    g_assert_false(r->has_mode);
+    g_assert_cmpint(r->preferred, ==, -2);
+    g_assert_null(r->preferred_file);
+    g_assert_cmpint(r->softness, ==, 0);
+
+    g_autoptr(SaConfig) defaults = sa_config_new_default();
+    g_assert_cmpuint(defaults->rules->len, ==, 0);
+}
+
+/* A rule in a later file overrides the same rule's keys and keeps its place; new rules come
+ * after, in file order. */
+static void test_rule_merge(Fixture *f, gconstpointer data)
+{
+    g_autofree char *path = write_conf(f, "softaff.conf",
+                                       "[rule a]\nmatch_flavor=m1.*\nsoftness=10\n"
+                                       "[rule b]\nmatch_name=web*\nmode=strict\n",
+                                       -1);
+    g_autofree char *d1 = write_dropin(f, "10-fleet.conf",
+                                       "[rule c]\nmatch_title=x\nmode=off\n"
+                                       "[rule a]\nsoftness=20\npreferred=1\n");
+    g_autofree char *d2 = write_dropin(f, "20-site.conf",
+                                       "[rule d]\nmatch_name=d*\nsoftness=5\n"
+                                       "[rule b]\nmatch_name=db*\n");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg->rules->len, ==, 4);
+    static const char *const order[] = {"a", "b", "c", "d"};
+    for (guint i = 0; i < G_N_ELEMENTS(order); i++)
+        g_assert_cmpstr(((SaRule *)g_ptr_array_index(cfg->rules, i))->name, ==, order[i]);
+    const SaRule *a = g_ptr_array_index(cfg->rules, 0);
+    g_assert_cmpstr(a->file, ==, path);
+    g_assert_cmpstr(a->match_flavor, ==, "m1.*");
+    g_assert_cmpint(a->softness, ==, 20);
+    g_assert_cmpint(a->preferred, ==, 1);
+    g_assert_cmpstr(a->preferred_file, ==, d1);
+    const SaRule *b = g_ptr_array_index(cfg->rules, 1);
+    g_assert_cmpstr(b->file, ==, path);
+    g_assert_cmpstr(b->match_name, ==, "db*");
+    g_assert_true(b->has_mode);
+    g_assert_cmpint(b->mode, ==, SA_MODE_STRICT);
+    const SaRule *c = g_ptr_array_index(cfg->rules, 2);
+    g_assert_cmpstr(c->file, ==, d1);
+    const SaRule *d = g_ptr_array_index(cfg->rules, 3);
+    g_assert_cmpstr(d->file, ==, d2);
+
+    /* [vm NAME] groups merge the same way. */
+    g_autofree char *d3 = write_dropin(f, "30-vm.conf", "[vm web]\nsoftness=7\n");
+    g_autofree char *d4 = write_dropin(f, "40-vm.conf", "[vm web]\nmode=off\n");
+    g_autoptr(SaConfig) cfg2 = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    const SaVmConfig *vc = sa_config_find_vm(cfg2, "web");
+    g_assert_nonnull(vc);
+    g_assert_cmpint(vc->softness, ==, 7);
+    g_assert_cmpint(vc->mode, ==, SA_MODE_OFF);
+}
+
+/* A rule's preferred must name a partition of the host (the fixture's 4 nodes: 0-3); the
+ * error names the file that set preferred. */
+static void test_rule_host_check(Fixture *f, gconstpointer data)
+{
+    g_autofree char *root =
+        g_build_filename(g_getenv("SOFTAFF_TEST_DATA"), "epyc-4n-2llc", "sys", NULL);
+    g_autoptr(GError) error = NULL;
+    g_setenv("SOFTAFF_SYSFS_ROOT", root, TRUE);
+    g_autoptr(SaTopology) topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+
+    g_autofree char *path = write_conf(f, "softaff.conf",
+                                       "[rule a]\nmatch_flavor=m1.*\npreferred=3\n"
+                                       "[rule b]\nmatch_name=x\npreferred=auto\n",
+                                       -1);
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_true(sa_config_check_host(cfg, topo, &error));
+    g_assert_no_error(error);
+
+    g_autofree char *dropin = write_dropin(f, "10-x.conf", "[rule a]\npreferred=4\n");
+    g_autoptr(SaConfig) cfg2 = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_false(sa_config_check_host(cfg2, topo, &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_CONFIG);
+    g_autofree char *want = g_strdup_printf("%s: [rule a] preferred=4: names no partition of this "
+                                            "host (partitions of layout node: 0, 1, 2, 3)",
+                                            dropin);
+    g_assert_cmpstr(error->message, ==, want);
+}
+
+/* Everything but where it came from: path, drop-ins, rule files. */
+static void assert_same_config(const SaConfig *a, const SaConfig *b)
+{
+    g_assert_cmpuint(a->interval_ms, ==, b->interval_ms);
+    g_assert_cmpstr(a->uri, ==, b->uri);
+    g_assert_cmpstr(a->socket, ==, b->socket);
+    g_assert_cmpint(a->backend, ==, b->backend);
+    g_assert_cmpuint(a->command_timeout_ms, ==, b->command_timeout_ms);
+    g_assert_cmpuint(a->stop_timeout_ms, ==, b->stop_timeout_ms);
+    g_assert_cmpint(a->layout, ==, b->layout);
+    g_assert_cmpstr(a->custom, ==, b->custom);
+    g_assert_cmpuint(a->policy.softness, ==, b->policy.softness);
+    g_assert_cmpuint(a->policy.dwell_ms, ==, b->policy.dwell_ms);
+    g_assert_cmpfloat(a->policy.smoothing, ==, b->policy.smoothing);
+    g_assert_cmpuint(a->policy.max_holdoff_ms, ==, b->policy.max_holdoff_ms);
+    g_assert_cmpint(a->manage, ==, b->manage);
+    g_assert_cmpint(a->hook_strict, ==, b->hook_strict);
+    g_assert_cmpuint(g_strv_length(a->qmp_sockets), ==, g_strv_length(b->qmp_sockets));
+    for (guint i = 0; a->qmp_sockets[i] != NULL; i++)
+        g_assert_cmpstr(a->qmp_sockets[i], ==, b->qmp_sockets[i]);
+    g_assert_cmpint(a->qmp_trust_writable_dirs, ==, b->qmp_trust_writable_dirs);
+    g_assert_cmpstr(a->metrics_textfile, ==, b->metrics_textfile);
+    g_assert_cmpuint(a->metrics_every, ==, b->metrics_every);
+    g_assert_cmpuint(a->vms->len, ==, b->vms->len);
+    for (guint i = 0; i < a->vms->len; i++) {
+        const SaVmConfig *x = g_ptr_array_index(a->vms, i), *y = g_ptr_array_index(b->vms, i);
+        g_assert_cmpstr(x->name, ==, y->name);
+        g_assert_cmpint(x->mode, ==, y->mode);
+        g_assert_cmpint(x->preferred, ==, y->preferred);
+        g_assert_cmpint(x->softness, ==, y->softness);
+    }
+    g_assert_cmpuint(a->rules->len, ==, b->rules->len);
+    for (guint i = 0; i < a->rules->len; i++) {
+        const SaRule *x = g_ptr_array_index(a->rules, i), *y = g_ptr_array_index(b->rules, i);
+        g_assert_cmpstr(x->name, ==, y->name);
+        g_assert_cmpstr(x->match_name, ==, y->match_name);
+        g_assert_cmpstr(x->match_flavor, ==, y->match_flavor);
+        g_assert_cmpstr(x->match_title, ==, y->match_title);
+        g_assert_cmpstr(x->match_description, ==, y->match_description);
+        g_assert_cmpint(x->has_mode, ==, y->has_mode);
+        if (x->has_mode)
+            g_assert_cmpint(x->mode, ==, y->mode);
+        g_assert_cmpint(x->preferred, ==, y->preferred);
+        g_assert_cmpint(x->softness, ==, y->softness);
+    }
+}
+
+/* Loads path, writes sa_config_to_keyfile's text, loads that: the same configuration. */
+static void assert_round_trip(Fixture *f, const char *path, const char *copy_name)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_autofree char *text = sa_config_to_keyfile(cfg);
+    g_test_message("%s", text);
+    g_autofree char *copy = write_conf(f, copy_name, text, -1);
+    g_autoptr(SaConfig) again = sa_config_load(copy, &error);
+    g_assert_no_error(error);
+    assert_same_config(cfg, again);
+    /* And the text is a fixed point. */
+    g_autofree char *text2 = sa_config_to_keyfile(again);
+    g_autofree char *header = g_strdup_printf("# read: %s\n", copy);
+    g_assert_true(g_str_has_prefix(text2, header));
+}
+
+static void test_to_keyfile(Fixture *f, gconstpointer data)
+{
+    /* Every key set; the merged main file and drop-ins, with rules and VMs. */
+    g_autofree char *every = data_path("every-key.conf");
+    assert_round_trip(f, every, "copy-every.conf");
+
+    g_autoptr(SaConfig) defaults = sa_config_new_default();
+    g_autofree char *text = sa_config_to_keyfile(defaults);
+    g_assert_true(g_str_has_prefix(text, "# read: nothing (the defaults)\n"));
+    g_autofree char *dpath = write_conf(f, "copy-defaults.conf", text, -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) dcfg = sa_config_load(dpath, &error);
+    g_assert_no_error(error);
+    assert_same_config(defaults, dcfg);
+
+    g_autofree char *dir = g_build_filename(f->dir, "sub", NULL);
+    g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+    g_autofree char *path =
+        write_conf(f, "sub/softaff.conf",
+                   "[policy]\nsmoothing=0.1\ndwell_ms=40000\n[daemon]\nsocket=/run/a b;c.sock\n"
+                   "[qmp]\nsockets=/run/x\\;y/*.qmp;/run/z\\\\*.qmp\n"
+                   "[vm web]\n[vm db]\nmode=strict\npreferred=2\nsoftness=0\n"
+                   "[rule m1]\nmatch_flavor=m1.*\nsoftness=20\n",
+                   -1);
+    g_autofree char *dropdir = g_build_filename(dir, "softaff.conf.d", NULL);
+    g_assert_cmpint(g_mkdir(dropdir, 0755), ==, 0);
+    g_autofree char *dropin =
+        write_conf(f, "sub/softaff.conf.d/10-fleet.conf",
+                   "[policy]\nsmoothing=0.0000001\n[rule m1]\npreferred=auto\nmode=off\n"
+                   "[rule web]\nmatch_name= web#1 \nmatch_title=a=b\nmatch_description=x\\ty\n"
+                   "mode=soft\n",
+                   -1);
+    assert_round_trip(f, path, "copy-merged.conf");
+
+    g_autoptr(SaConfig) merged = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_autofree char *mtext = sa_config_to_keyfile(merged);
+    g_autofree char *header = g_strdup_printf("# read: %s\n# read: %s\n", path, dropin);
+    g_assert_true(g_str_has_prefix(mtext, header));
+    g_assert_nonnull(strstr(mtext, "\nsmoothing=0.0000001\n"));
+    g_assert_nonnull(strstr(mtext, "\nmax_holdoff_ms=40000\n"));
+    g_assert_nonnull(strstr(mtext, "\n[rule m1]\nmatch_flavor=m1.*\nmode=off\npreferred=auto\n"
+                                   "softness=20\n"));
+}
+
 /* Every file in tests/data/config/bad-*.conf fails, and names its file. */
 static void test_data_bad_files(void)
 {
@@ -618,6 +1071,7 @@ int main(int argc, char **argv)
     g_test_add_func("/config/strings", test_strings);
     ADD("/config/every-key", test_every_key);
     ADD("/config/contrib-example", test_contrib_example);
+    ADD("/config/contrib-rules", test_contrib_rules);
     ADD("/config/empty-file", test_empty_file);
     ADD("/config/missing-explicit", test_missing_explicit);
     ADD("/config/env-override", test_env_override);
@@ -628,6 +1082,13 @@ int main(int argc, char **argv)
     ADD("/config/good-edges", test_good_edges);
     ADD("/config/vm-groups", test_vm_groups);
     ADD("/config/qmp-trust", test_qmp_trust);
+    ADD("/config/dropins-override", test_dropins_override);
+    ADD("/config/dropins-cross-keys", test_dropins_cross_keys);
+    ADD("/config/dropin-errors", test_dropin_errors);
+    ADD("/config/rules", test_rules);
+    ADD("/config/rule-merge", test_rule_merge);
+    ADD("/config/rule-host-check", test_rule_host_check);
+    ADD("/config/to-keyfile", test_to_keyfile);
     g_test_add_func("/config/data-bad-files", test_data_bad_files);
 
     return g_test_run();
