@@ -230,7 +230,12 @@ main() {
     echo '# an administrator edit, kept by remove' >>"$CONF"
 
     log "apt-get remove softaff"
+    local t0 took
+    t0=$(date +%s)
     "${APT[@]}" remove -y softaff 2>&1 | tee "$T/remove.log"
+    took=$(($(date +%s) - t0))
+    # prerm sends SIGTERM and waits up to 30 s before SIGKILL, which would restore no VM.
+    check "softaffd stopped on SIGTERM (the removal took ${took} s, under 25)" test "$took" -lt 25
     check "dpkg state is config-files" test "$(dpkg_status)" = config-files
     check "$HOOK is gone" test ! -e "$HOOK" -a ! -L "$HOOK"
     check "softaffd is not running (was pid $DAEMON_PIDS)" test -z "$(daemon_pids)"
