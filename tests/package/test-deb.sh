@@ -102,7 +102,6 @@ restore_dirs() {
 
 preconditions() {
     [ "$(id -u)" -eq 0 ] || refuse "must run as root (apt-get install)"
-    [ -f "$DEB" ] || refuse "no package '$DEB' (build it: contrib/build-deb.sh)"
     local status path
     status=$(dpkg_status)
     if [ -n "$status" ] && [ "$status" != not-installed ]; then
@@ -199,6 +198,7 @@ main() {
         DEB=$(find "$SRC/build-deb" -maxdepth 1 -name 'softaff_*.deb' 2>/dev/null | sort | tail -n1)
         [ -n "$DEB" ] || refuse "no $SRC/build-deb/softaff_*.deb: build it (contrib/build-deb.sh) or name the .deb"
     fi
+    [ -f "$DEB" ] || refuse "no package '$DEB' (build it: contrib/build-deb.sh)"
     DEB=$(realpath "$DEB")
     T=$(mktemp -d /tmp/softaff-test-deb.XXXXXX)
     chmod 755 "$T"
