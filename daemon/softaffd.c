@@ -399,17 +399,27 @@ int main(int argc, char **argv)
      * daemon: writes report EPIPE instead. */
     signal(SIGPIPE, SIG_IGN);
 
-    /* Handlers first: a SIGHUP or SIGTERM during start-up must not kill the daemon; they
-     * are dispatched from the main loop, once everything below is in place. */
+    /* A SIGHUP or SIGTERM during start-up must not kill the daemon: blocked until the
+     * handlers are in place, then dispatched from the main loop. The handlers come after
+     * the detach: g_unix_signal_add starts GLib's worker thread, which dispatches them, and
+     * daemon()'s child would not have it (SIGTERM was then caught and never handled). */
+    sigset_t startup_signals;
+    sigemptyset(&startup_signals);
+    sigaddset(&startup_signals, SIGTERM);
+    sigaddset(&startup_signals, SIGINT);
+    sigaddset(&startup_signals, SIGHUP);
+    sigprocmask(SIG_BLOCK, &startup_signals, NULL);
     App app = {.config_path = o.config_path};
     app.loop = g_main_loop_new(NULL, FALSE);
-    g_unix_signal_add(SIGTERM, on_sigterm, &app);
-    g_unix_signal_add(SIGINT, on_sigterm, &app);
-    g_unix_signal_add(SIGHUP, on_sighup, &app);
-    if (!create_core(&app, &o))
+    if (!create_core(&app, &o)) {
         rc = 1;
-    else
+    } else {
+        g_unix_signal_add(SIGTERM, on_sigterm, &app);
+        g_unix_signal_add(SIGINT, on_sigterm, &app);
+        g_unix_signal_add(SIGHUP, on_sighup, &app);
+        sigprocmask(SIG_UNBLOCK, &startup_signals, NULL);
         rc = o.once ? run_once(&app) : run_daemon(&app);
+    }
     g_free(o.config_path);
     if (!app_free(&app)) {
         fflush(NULL);
