@@ -132,4 +132,47 @@ bool sa_policy_choose_home(const SaTopology *topo, const guint *committed_vcpus,
                            const SaCpuSet *allowed, guint n_vcpus, guint64 memory_bytes,
                            SaAdvice *out, GError **error);
 
+/* ---- Homes rebalance (policies/rebalance.c, docs/rebalance.md) ----
+ * When one partition's owners stay over-committed for window_ms while another stays under-used,
+ * move the home of the cheapest preferred="auto" VM whose move fixes it. Pure, like the tick:
+ * time comes in as now_ms. At most one move per call. */
+
+/* Most moves per hour a config may allow (the state remembers that many). */
+#define SA_REBALANCE_MAX_MOVES 16u
+
+typedef struct {
+    bool enabled;    /* rebalance=auto (true) or off (false) (true) */
+    guint window_ms; /* how long an imbalance must last; also the cool-down of both
+                        partitions after a move (600000 = 10 min) */
+    double min_gap;  /* over-committed: owners' demand >= (1 + gap) × capacity; under-used:
+                        <= (1 - gap) × capacity; 0..0.9 (0.2) */
+    guint max_moves_per_hour; /* moves in any hour, at most SA_REBALANCE_MAX_MOVES; 0 = none (2) */
+} SaRebalanceConfig;
+
+void sa_rebalance_config_init(SaRebalanceConfig *cfg);
+/* "auto" -> true, "off" -> false; anything else is an error naming the value. */
+bool sa_rebalance_enabled_from_string(const char *text, bool *out, GError **error);
+
+/* What the rebalance remembers between calls: per partition the smoothed owners' demand and
+ * since when it is over or under, and the moves of the last hour. Bounded by the partitions. */
+typedef struct _SaRebalanceState SaRebalanceState;
+
+SaRebalanceState *sa_rebalance_state_new(void);
+void sa_rebalance_state_free(SaRebalanceState *st);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaRebalanceState, sa_rebalance_state_free)
+
+typedef struct {
+    guint vm;         /* index in vms */
+    guint from;       /* partition id of the current home */
+    guint to;         /* partition id of the new home (the caller writes it as assigned) */
+    char reason[256]; /* one line for the log */
+} SaRebalanceMove;
+
+/* Feeds one sample (usage from the last tick, indexed like topo->partitions; the VMs' homes and
+ * st.demand) and, when an imbalance has lasted the window, returns true with one move in out.
+ * The move counts as done: the caller applies it (assigned = to) before the next tick. */
+bool sa_rebalance_step(const SaRebalanceConfig *cfg, SaRebalanceState *st, const SaTopology *topo,
+                       const SaPartitionUsage *usage, SaPolicyVm *const *vms, guint n_vms,
+                       gint64 now_ms, SaRebalanceMove *out);
+
 G_END_DECLS
