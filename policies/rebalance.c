@@ -2,7 +2,7 @@
  * owners have wanted more than it has for a long window, onto one that stayed under-used.
  *
  * Pure: no I/O, no clock. Per partition the owners' demand (unmanaged load + the demand of the
- * VMs homed there, wherever they run) is smoothed over a quarter of the window, and each
+ * VMs homed there, wherever they run) is smoothed over an eighth of the window, and each
  * partition remembers since when it is over-committed or under-used. A move must leave both
  * partitions within their capacity, so it cannot merely flip the imbalance; afterwards both
  * partitions cool down for a window and the VM for an hour. See docs/rebalance.md. */
@@ -167,14 +167,14 @@ static gint64 since(bool holds, gint64 was, gint64 now)
     return was == NEVER ? now : was;
 }
 
-/* EWMA over time with a time constant of a quarter window: one quiet tick does not end an
+/* EWMA over time with a time constant of an eighth of the window: one quiet tick does not end an
  * imbalance, a load that alternates faster than the window never lasts a window. A gap longer
  * than the window (the daemon stopped) starts afresh. */
 static void observe(const SaRebalanceConfig *cfg, SaRebalanceState *st, gint64 now)
 {
     if (st->last_ms != NEVER && now <= st->last_ms)
         return; /* the same instant again: nothing new */
-    double tau = MAX(1.0, cfg->window_ms / 4.0);
+    double tau = MAX(1.0, cfg->window_ms / 8.0);
     bool fresh = st->last_ms == NEVER || now - st->last_ms > (gint64)cfg->window_ms;
     double dt = fresh ? 0.0 : (double)(now - st->last_ms);
     for (guint p = 0; p < st->n_parts; p++) {
