@@ -347,6 +347,28 @@ static void test_ties(void)
     }
 }
 
+/* v moves 0 -> 1 at 10 min; at 20 min the load swaps and only moving v back would fix it: not
+ * within the hour after its move (the partitions' own cool-down ended at 20 min). */
+static void swap_at_20_min(Bench *b, gint64 t, gpointer data)
+{
+    (void)data;
+    b->usage[0].unmanaged = t < 20 * MIN_MS ? 3.5 : 0.0;
+    b->usage[1].unmanaged = t < 20 * MIN_MS ? 0.0 : 3.5;
+}
+
+static void test_vm_cooldown(void)
+{
+    g_autoptr(Bench) b = bench_new(2);
+    bench_vm(b, "v", 2, 0, -1, 1.5, GIB);
+    bench_run(b, 3 * HOUR_MS, swap_at_20_min, NULL);
+    g_assert_cmpuint(b->moves->len, ==, 2);
+    Moved *m0 = g_ptr_array_index(b->moves, 0), *m1 = g_ptr_array_index(b->moves, 1);
+    g_assert_cmpint(m0->at_ms, ==, 10 * MIN_MS);
+    g_assert_cmpuint(m1->from, ==, 1);
+    g_assert_cmpuint(m1->to, ==, 0);
+    g_assert_cmpint(m1->at_ms, ==, m0->at_ms + HOUR_MS);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -357,5 +379,6 @@ int main(int argc, char **argv)
     g_test_add_func("/rebalance/user-home", test_user_home);
     g_test_add_func("/rebalance/hourly-cap", test_hourly_cap);
     g_test_add_func("/rebalance/ties", test_ties);
+    g_test_add_func("/rebalance/vm-cooldown", test_vm_cooldown);
     return g_test_run();
 }
