@@ -141,7 +141,7 @@ bool sa_policy_choose_home(const SaTopology *topo, const guint *committed_vcpus,
 #define SA_REBALANCE_MAX_MOVES 16u
 
 typedef struct {
-    bool enabled;    /* rebalance=auto (true) or off (false) (true) */
+    bool enabled;    /* rebalance=auto: true, rebalance=off: false (true) */
     guint window_ms; /* how long an imbalance must last; also the cool-down of both
                         partitions after a move (600000 = 10 min) */
     double min_gap;  /* over-committed: owners' demand >= (1 + gap) × capacity; under-used:
