@@ -106,7 +106,7 @@ typedef struct {
     SaVmStats stats;
     int memory_node;    /* the home node last told to the mover, -1 none (tick.c) */
     bool memory_follow; /* ... and whether its memory follows it */
-    GQueue *decisions; /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
+    GQueue *decisions;  /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
 } SaVm;
 
 struct SaCore {
@@ -211,8 +211,8 @@ typedef struct {
     SaProcMemory *(*read_memory)(gpointer data, pid_t pid, GError **error);
     bool (*query_pages)(gpointer data, pid_t pid, gulong count, void **pages, int *status,
                         GError **error);
-    bool (*move_pages)(gpointer data, pid_t pid, gulong count, void **pages, int node,
-                       int *status, GError **error);
+    bool (*move_pages)(gpointer data, pid_t pid, gulong count, void **pages, int node, int *status,
+                       GError **error);
 } SaMoverOps;
 
 /* The real host. Refuses to move while SOFTAFF_PROC_ROOT points at a fake /proc: its pids are

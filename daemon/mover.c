@@ -44,7 +44,7 @@ struct SaMover {
     const SaMoverOps *ops;
     gpointer data;
     guint rate_mib_s;
-    GPtrArray *vms;      /* MoverVm*, in the order they came (round robin from next) */
+    GPtrArray *vms;     /* MoverVm*, in the order they came (round robin from next) */
     GHashTable *by_key; /* key -> MoverVm* of vms */
     guint next;
     SaPacer pacer;
@@ -95,8 +95,7 @@ static bool refuse_fake_pid(pid_t pid, GError **error)
 static bool host_query(gpointer data, pid_t pid, gulong count, void **pages, int *status,
                        GError **error)
 {
-    return !refuse_fake_pid(pid, error) &&
-           sa_numa_query_pages(pid, count, pages, status, error);
+    return !refuse_fake_pid(pid, error) && sa_numa_query_pages(pid, count, pages, status, error);
 }
 
 static bool host_move(gpointer data, pid_t pid, gulong count, void **pages, int node, int *status,
@@ -277,8 +276,8 @@ static void finish_job(MoverVm *v, gint64 now_us)
     const SaMemoryStatus *s = &v->st;
     double seconds = (now_us - v->job_started_us) / 1e6;
     if (s->move_total_bytes > 0)
-        g_info("%s: memory move to node %d %s: %.0f of %.0f MiB moved in %.1f s", v->name,
-               v->node, s->node_full ? "stopped (node full)" : "done", s->move_done_bytes / MIB,
+        g_info("%s: memory move to node %d %s: %.0f of %.0f MiB moved in %.1f s", v->name, v->node,
+               s->node_full ? "stopped (node full)" : "done", s->move_done_bytes / MIB,
                s->move_total_bytes / MIB, seconds);
     v->st.moves++;
     end_job(v);
@@ -389,8 +388,8 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
         return;
     }
     guint64 page_size = map->page_size;
-    gulong n = (gulong)MIN((map->end - v->addr) / page_size,
-                           MAX(SA_MOVER_CHUNK_BYTES / page_size, 1));
+    gulong n =
+        (gulong)MIN((map->end - v->addr) / page_size, MAX(SA_MOVER_CHUNK_BYTES / page_size, 1));
     g_autofree void **pages = g_new(void *, MAX(n, 1));
     for (gulong i = 0; i < n; i++)
         pages[i] = (void *)(guintptr)(v->addr + i * page_size);

@@ -139,8 +139,8 @@ static void act_on_decision(SaCore *core, SaVm *vm)
 static int home_node(const SaCore *core, const SaVm *vm)
 {
     const SaVmPolicyState *st = &vm->pvm.st;
-    int idx = st->placed && st->home >= 0 ? sa_topology_find_partition(core->topo, (guint)st->home)
-                                          : -1;
+    int idx =
+        st->placed && st->home >= 0 ? sa_topology_find_partition(core->topo, (guint)st->home) : -1;
     if (idx < 0)
         return -1;
     const SaPartition *p = g_ptr_array_index(core->topo->partitions, idx);
