@@ -61,10 +61,10 @@ gint64 sa_pacer_wait(SaPacer *p, guint64 bytes, gint64 now_us, guint rate_mib_s)
     p->bytes += bytes;
     gint64 due = p->start_us + (gint64)((double)p->bytes / per_us);
     if (due < now_us - G_USEC_PER_SEC) {
-        /* Idle for long: start over rather than move a backlog of credit at full speed. */
+        /* Idle for long: keep 1 s of credit, not a backlog to move at full speed. */
         p->start_us = now_us - G_USEC_PER_SEC;
-        p->bytes = (guint64)(per_us * G_USEC_PER_SEC);
-        return 0;
+        p->bytes = bytes;
+        due = p->start_us + (gint64)((double)p->bytes / per_us);
     }
     return MAX(due - now_us, 0);
 }
