@@ -169,6 +169,10 @@ void sa_mover_set_home(SaMover *m, const char *key, const char *name, pid_t pid,
         g_hash_table_insert(m->by_key, v->key, v);
     }
     v->pid = pid;
+    if (g_strcmp0(v->name, name) != 0) {
+        g_free(v->name);
+        v->name = g_strdup(name);
+    }
     follow = follow && node >= 0;
     if (v->node != node || v->follow != follow) {
         if (v->job) {
