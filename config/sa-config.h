@@ -92,6 +92,10 @@ typedef struct {
     /* [metrics] */
     char *metrics_textfile; /* NULL = off */
     guint metrics_every;    /* ticks between writes, 1 */
+    /* [memory] */
+    bool memory_migrate;     /* migrate=auto (true, the default) | off: guest memory follows
+                                the VM's home node */
+    guint memory_rate_mib_s; /* 256; 1..65536: how fast the mover moves one VM's memory */
 } SaConfig;
 
 SaConfig *sa_config_new_default(void);

@@ -234,6 +234,32 @@ static void print_own(json_object *own)
     g_string_free(s, TRUE);
 }
 
+#define MIB (1024.0 * 1024.0)
+
+/* "  memory 97% of 4096 MiB on home node 1 (read ...); moving to node 1: 512 of 2048 MiB at
+ * 256 MiB/s" */
+static void print_memory(json_object *mem)
+{
+    json_object *moving = member(mem, "moving");
+    json_object *fixed = member(mem, "fixed_reason");
+
+    printf("  memory");
+    if (json_object_is_type(member(mem, "home_ratio"), json_type_null))
+        printf(" on home node %s: not read yet", str(mem, "home_node"));
+    else
+        printf(" %.0f%% of %.0f MiB on home node %s (read %s)", 100 * num(mem, "home_ratio", 0),
+               num(mem, "resident_bytes", 0) / MIB, str(mem, "home_node"), str(mem, "measured"));
+    if (json_object_is_type(moving, json_type_object))
+        printf("; moving to node %s: %.0f of %.0f MiB at %.0f MiB/s", str(moving, "to_node"),
+               num(moving, "moved_bytes", 0) / MIB, num(moving, "total_bytes", 0) / MIB,
+               num(moving, "rate_bytes_per_second", 0) / MIB);
+    if (json_object_is_type(fixed, json_type_string))
+        printf("; not moved: %s", json_object_get_string(fixed));
+    if (json_object_get_boolean(member(mem, "node_full")))
+        printf("; the home node was full");
+    printf("; %.0f MiB moved in all\n", num(mem, "moved_bytes_total", 0) / MIB);
+}
+
 static void print_show(json_object *reply)
 {
     json_object *vm = member(reply, "vm");
@@ -255,6 +281,8 @@ static void print_show(json_object *reply)
            num(vm, "run_delay_cpus", 0));
     if (json_object_is_type(member(vm, "own"), json_type_object))
         print_own(member(vm, "own"));
+    if (json_object_is_type(member(vm, "memory"), json_type_object))
+        print_memory(member(vm, "memory"));
     if (stalled) {
         g_autofree char *text = stalled_text(stalled, true);
         printf("  %s\n", text);

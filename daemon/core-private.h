@@ -5,10 +5,12 @@
  *   sample.c    SaVmSampling, SaCore host sampling fields
  *   tick.c      SaPolicyVm input, decisions, SaVmStats, SaCore usage/ticks
  *   actuator.c  SaVmActuation, the lanes (workers, deadlines, stalls, shutdown)
+ *   mover.c     its own state, behind its lock (the main loop asks it for copies)
  * The control server and the metrics only read. */
 #pragma once
 
 #include "core.h"
+#include "sa-numa.h"
 #include "sa-policy.h"
 #include "sa-sampler.h"
 
@@ -59,6 +61,7 @@ typedef struct {
 } SaVmStats;
 
 typedef struct SaLane SaLane;
+typedef struct SaMover SaMover;
 
 /* What the VM was told and what is on its way (actuator.c, tick.c). */
 typedef struct {
@@ -101,7 +104,9 @@ typedef struct {
     SaPolicyVm pvm;
     SaVmActuation act;
     SaVmStats stats;
-    GQueue *decisions; /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
+    int memory_node;    /* the home node last told to the mover, -1 none (tick.c) */
+    bool memory_follow; /* ... and whether its memory follows it */
+    GQueue *decisions;  /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
 } SaVm;
 
 struct SaCore {
@@ -138,6 +143,9 @@ struct SaCore {
     guint stop_timer;
     SaCoreStoppedFunc stopped;
     gpointer stopped_data;
+
+    /* guest memory following the homes (mover.c; its own thread) */
+    SaMover *mover;
 };
 
 /* ---- registry.c ---- */
@@ -185,6 +193,74 @@ gpointer sa_lane_handle(const SaLane *lane);
 bool sa_lane_is_stalled(const SaLane *lane);
 /* What the stalled command is ("pin", ...) and since when (g_get_real_time()). */
 const char *sa_lane_stalled_command(const SaLane *lane, gint64 *since_wall_us);
+
+/* ---- mover.c: guest memory follows the home node ----
+ * One mover thread for the daemon, apart from the actuator's lanes: a move can take minutes
+ * and must never hold a VM's pin commands. Each VM has at most one job (toward its current
+ * home node); a new home cancels it between two chunks and starts one toward the new home.
+ * A chunk is one query and one move_pages(2) call on at most SA_MOVER_CHUNK_BYTES of address
+ * space; chunks are paced to [memory] rate_mib_s for all VMs together. Nothing binds the VM's
+ * memory: a full node leaves the rest where it is (said once in the log). */
+
+#define SA_MOVER_CHUNK_BYTES (G_GUINT64_CONSTANT(2) << 20)
+/* numa_maps walks the page tables: each VM's placement is read this often, and after a move. */
+#define SA_MOVER_MEASURE_US (30 * G_USEC_PER_SEC)
+
+/* The host calls of the mover (sa_mover_host_ops: host/numa.c); tests give fakes. */
+typedef struct {
+    SaProcMemory *(*read_memory)(gpointer data, pid_t pid, GError **error);
+    bool (*query_pages)(gpointer data, pid_t pid, gulong count, void **pages, int *status,
+                        GError **error);
+    bool (*move_pages)(gpointer data, pid_t pid, gulong count, void **pages, int node, int *status,
+                       GError **error);
+} SaMoverOps;
+
+/* The real host. Refuses to move while SOFTAFF_PROC_ROOT points at a fake /proc: its pids are
+ * no processes of this host. */
+extern const SaMoverOps sa_mover_host_ops;
+
+/* One VM's memory as the mover knows it (a copy for status, show and the metrics). */
+typedef struct {
+    int node;                  /* its home node, -1: none */
+    bool follow;               /* its memory may move there */
+    bool moving;               /* a job is under way */
+    guint64 move_done_bytes;   /* this move: moved so far ... */
+    guint64 move_total_bytes;  /* ... of what was elsewhere when it started */
+    double move_rate;          /* this move: bytes per second since it started */
+    gint64 measured_wall_us;   /* g_get_real_time() of the last reading; 0: none yet */
+    guint64 resident_bytes;    /* the last reading: resident guest memory ... */
+    guint64 home_bytes;        /* ... and the part on node */
+    guint64 moved_bytes_total; /* moved by softaff, lifetime */
+    guint64 moves;             /* moves finished (full node included) */
+    guint64 cancels;           /* moves cancelled by a new home */
+    bool node_full;            /* the last move stopped: node had no room */
+} SaMemoryStatus;
+
+/* Pacing: bytes moved since start_us. */
+typedef struct {
+    gint64 start_us; /* 0: not started */
+    guint64 bytes;
+} SaPacer;
+
+/* Adds bytes moved at now_us; returns how long to wait (us) before the next chunk so that the
+ * bytes since the start stay within rate_mib_s. Idle time earns at most 1 s of credit. */
+gint64 sa_pacer_wait(SaPacer *p, guint64 bytes, gint64 now_us, guint rate_mib_s);
+
+/* threaded: its own thread runs the jobs; else the caller drives sa_mover_step (tests). */
+SaMover *sa_mover_new(const SaMoverOps *ops, gpointer data, guint rate_mib_s, bool threaded);
+/* Stops the thread between two chunks and frees everything. */
+void sa_mover_free(SaMover *m);
+void sa_mover_set_rate(SaMover *m, guint rate_mib_s);
+/* Main thread: the VM's home node (-1: none) and whether its memory may move there. A new node
+ * (or follow) cancels a job under way and, when follow, starts one toward node. */
+void sa_mover_set_home(SaMover *m, const char *key, const char *name, pid_t pid, int node,
+                       bool follow);
+void sa_mover_forget(SaMover *m, const char *key);
+/* A copy of what the mover knows of the VM; false when it knows nothing. */
+bool sa_mover_status(SaMover *m, const char *key, SaMemoryStatus *out);
+/* One unit of work due at now_us (a reading, a job's plan, a chunk); false when none was due.
+ * *wait_us: until the next one is due, -1 when none is planned. */
+bool sa_mover_step(SaMover *m, gint64 now_us, gint64 *wait_us);
 
 /* ---- tick.c ---- */
 void sa_decision_free(gpointer decision);

@@ -20,6 +20,7 @@ SaCore *sa_core_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **erro
     core->tick_pvms = g_ptr_array_new();
     core->started_us = g_get_real_time();
     sa_actuator_init(core);
+    core->mover = sa_mover_new(&sa_mover_host_ops, NULL, cfg->memory_rate_mib_s, true);
     /* Prime the CPU sampler so the first tick has an interval. */
     sa_stat_sampler_sample(core->stat, core->loads, NULL);
     core->last_sample_us = g_get_monotonic_time();
@@ -35,6 +36,7 @@ void sa_core_free(SaCore *core)
     for (guint i = 0; i < vms->len; i++)
         sa_core_remove(core, g_ptr_array_index(vms, i));
     sa_actuator_clear(core);
+    sa_mover_free(core->mover);
     g_clear_pointer(&core->sorted, g_ptr_array_unref);
     g_ptr_array_unref(core->tick_vms);
     g_ptr_array_unref(core->tick_pvms);
@@ -54,6 +56,7 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
     sa_topology_free(core->topo);
     core->cfg = cfg;
     core->topo = topo;
+    sa_mover_set_rate(core->mover, cfg->memory_rate_mib_s);
     g_free(core->usage);
     core->usage = g_new0(SaPartitionUsage, topo->partitions->len);
     /* Partition ids may mean something else now: decide every home again. Counters go on. */

@@ -269,6 +269,59 @@ static void format_vm_metric(GString *out, const GPtrArray *vms, VmMetric m)
     }
 }
 
+/* The guest memory families, from the mover's copies. */
+typedef enum {
+    MEM_RATIO,
+    MEM_RESIDENT,
+    MEM_MOVED,
+    MEM_PENDING,
+} MemMetric;
+
+static const struct {
+    const char *name;
+    MetricType type;
+    const char *help;
+} mem_metrics[] = {
+    [MEM_RATIO] = {"softaff_vm_memory_home_ratio", GAUGE,
+                   "Share of the VM's resident guest memory on its home partition's NUMA node, at "
+                   "the last reading (every 30 s and after a move)."},
+    [MEM_RESIDENT] = {"softaff_vm_memory_resident_bytes", GAUGE,
+                      "Resident guest memory of the VM at the last reading."},
+    [MEM_MOVED] = {"softaff_vm_memory_move_bytes_total", COUNTER,
+                   "Guest memory softaffd moved to the VM's home node."},
+    [MEM_PENDING] = {"softaff_vm_memory_move_pending_bytes", GAUGE,
+                     "Guest memory the move under way has still to move (0: no move)."},
+};
+
+static void format_memory_metric(GString *out, const SaCore *d, const GPtrArray *vms, MemMetric k)
+{
+    const char *name = mem_metrics[k].name;
+    bool header = false;
+    for (guint i = 0; i < vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(vms, i);
+        SaMemoryStatus m;
+        if (vm->status != SA_VM_MANAGED || !sa_mover_status(d->mover, vm->key, &m) || m.node < 0 ||
+            ((k == MEM_RATIO || k == MEM_RESIDENT) && m.measured_wall_us == 0))
+            continue;
+        if (!header) {
+            family(out, name, mem_metrics[k].type, mem_metrics[k].help);
+            header = true;
+        }
+        const Label l[] = {{"domain", vm->name}, {"uuid", vm->key}};
+        if (k == MEM_RATIO)
+            sample_double(out, name, l, G_N_ELEMENTS(l),
+                          m.resident_bytes ? (double)m.home_bytes / m.resident_bytes : 1.0);
+        else if (k == MEM_RESIDENT)
+            sample_uint(out, name, l, G_N_ELEMENTS(l), m.resident_bytes);
+        else if (k == MEM_MOVED)
+            sample_uint(out, name, l, G_N_ELEMENTS(l), m.moved_bytes_total);
+        else
+            sample_uint(out, name, l, G_N_ELEMENTS(l),
+                        m.moving ? m.move_total_bytes - MIN(m.move_done_bytes, m.move_total_bytes)
+                                 : 0);
+    }
+}
+
 static void format_vms(GString *out, const GPtrArray *vms)
 {
     if (vms->len == 0)
@@ -317,6 +370,8 @@ char *sa_metrics_format(const SaCore *d)
     format_daemon(out, d, vms);
     format_partitions(out, d);
     format_vms(out, vms);
+    for (MemMetric k = MEM_RATIO; k <= MEM_PENDING; k++)
+        format_memory_metric(out, d, vms, k);
     return g_string_free(out, FALSE);
 }
 

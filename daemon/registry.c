@@ -33,6 +33,7 @@ static SaVm *vm_new(SaCore *core, const SaVmFacts *facts, const SaBackendOps *op
     vm->ops = ops;
     vm->status = SA_VM_UNMANAGED;
     vm->act.written_assigned = -1;
+    vm->memory_node = -1;
     vm->decisions = g_queue_new();
     sa_metadata_init(&vm->settings);
     sa_vm_sampling_init(&vm->sampling);
@@ -144,6 +145,9 @@ void sa_vm_set_status(SaCore *core, SaVm *vm, SaVmStatus status, const char *rea
     if (vm->status == SA_VM_MANAGED && status != SA_VM_MANAGED) {
         sa_actuator_restore(core, vm);
         sa_vm_reset_policy(vm);
+        /* Its memory stays where it is; a move under way stops. */
+        sa_mover_forget(core->mover, vm->key);
+        vm->memory_node = -1;
     }
     if (status == SA_VM_MANAGED && vm->status != SA_VM_MANAGED)
         vm->managed_since_us = g_get_real_time();
@@ -157,6 +161,7 @@ void sa_vm_set_status(SaCore *core, SaVm *vm, SaVmStatus status, const char *rea
 void sa_core_remove(SaCore *core, SaVm *vm)
 {
     sa_actuator_detach(core, vm);
+    sa_mover_forget(core->mover, vm->key);
     g_hash_table_remove(core->vms, vm->key);
     order_changed(core);
     vm_free(vm);

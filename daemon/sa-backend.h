@@ -65,6 +65,9 @@ typedef struct {
     char *title;
     char *description;
 
+    /* The VM places its own memory (libvirt: <numatune>): softaff never moves it. */
+    bool has_numatune;
+
     /* softaff settings: the metadata element (libvirt) or a [vm NAME] group (QMP). */
     bool has_settings;
     SaMetadata settings;  /* meaningful when has_settings and settings_error is NULL */

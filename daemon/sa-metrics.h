@@ -22,6 +22,12 @@
  *   softaff_vm_vcpu_run_seconds_total{domain,uuid}       counter
  *   softaff_vm_vcpu_run_home_seconds_total{domain,uuid}  counter
  *   softaff_vm_vcpu_run_delay_seconds_total{domain,uuid} counter
+ *   softaff_vm_memory_home_ratio{domain,uuid}            gauge 0-1, resident memory on the
+ *                                                        home node (managed VMs with a home,
+ *                                                        once read)
+ *   softaff_vm_memory_resident_bytes{domain,uuid}        gauge (the same VMs)
+ *   softaff_vm_memory_move_bytes_total{domain,uuid}      counter, moved to the home node
+ *   softaff_vm_memory_move_pending_bytes{domain,uuid}    gauge, left to move (0: no move)
  * The counters never go back while softaffd runs (a reload keeps them). */
 #pragma once
 

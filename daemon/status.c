@@ -168,6 +168,60 @@ static json_object *error_json(const SaVm *vm)
     return o;
 }
 
+/* Why the VM's memory does not follow its home, or NULL when it does. */
+static const char *memory_fixed_reason(const SaCore *core, const SaVm *vm)
+{
+    if (vm->facts->has_numatune)
+        return "the VM has its own <numatune>";
+    if (!core->cfg->memory_migrate)
+        return "[memory] migrate=off";
+    if (core->dry_run)
+        return "dry-run";
+    if (core->topo->nodes->len < 2)
+        return "the host has one NUMA node";
+    return NULL;
+}
+
+/* A move under way: {"to_node", "moved_bytes", "total_bytes", "rate_bytes_per_second"}. */
+static json_object *move_json(const SaMemoryStatus *m)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "to_node", json_object_new_int(m->node));
+    json_object_object_add(o, "moved_bytes", json_object_new_uint64(m->move_done_bytes));
+    json_object_object_add(o, "total_bytes", json_object_new_uint64(m->move_total_bytes));
+    json_object_object_add(o, "rate_bytes_per_second", json_object_new_double(m->move_rate));
+    return o;
+}
+
+/* Where the guest memory is (the mover's last reading) and any move; NULL before a home. */
+static json_object *memory_json(const SaCore *core, const SaVm *vm)
+{
+    SaMemoryStatus m;
+    if (vm->status != SA_VM_MANAGED || !sa_mover_status(core->mover, vm->key, &m) || m.node < 0)
+        return NULL;
+    const char *fixed = memory_fixed_reason(core, vm);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "home_node", json_object_new_int(m.node));
+    json_object_object_add(o, "follows_home", json_object_new_boolean(m.follow));
+    json_object_object_add(o, "fixed_reason", fixed ? json_object_new_string(fixed) : NULL);
+    bool read = m.measured_wall_us != 0;
+    json_object_object_add(o, "measured", read ? json_time(m.measured_wall_us) : NULL);
+    json_object_object_add(o, "resident_bytes",
+                           read ? json_object_new_uint64(m.resident_bytes) : NULL);
+    json_object_object_add(o, "home_bytes", read ? json_object_new_uint64(m.home_bytes) : NULL);
+    json_object_object_add(
+        o, "home_ratio",
+        read ? json_object_new_double(m.resident_bytes ? (double)m.home_bytes / m.resident_bytes
+                                                       : 1.0)
+             : NULL);
+    json_object_object_add(o, "moving", m.moving ? move_json(&m) : NULL);
+    json_object_object_add(o, "node_full", json_object_new_boolean(m.node_full));
+    json_object_object_add(o, "moved_bytes_total", json_object_new_uint64(m.moved_bytes_total));
+    json_object_object_add(o, "moves", json_object_new_uint64(m.moves));
+    json_object_object_add(o, "moves_cancelled", json_object_new_uint64(m.cancels));
+    return o;
+}
+
 static json_object *vm_json(const SaCore *core, const SaVm *vm)
 {
     json_object *o = json_object_new_object();
@@ -185,6 +239,7 @@ static json_object *vm_json(const SaCore *core, const SaVm *vm)
     add_placement(o, vm);
     add_stats(o, vm);
     add_threads(o, vm);
+    json_object_object_add(o, "memory", memory_json(core, vm));
     return o;
 }
 

@@ -134,6 +134,38 @@ static void act_on_decision(SaCore *core, SaVm *vm)
         sa_actuator_write_assigned(core, vm, st->home);
 }
 
+/* The node of the VM's home partition, -1 when it has none (not placed, a CPU-less
+ * partition). */
+static int home_node(const SaCore *core, const SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    int idx =
+        st->placed && st->home >= 0 ? sa_topology_find_partition(core->topo, (guint)st->home) : -1;
+    if (idx < 0)
+        return -1;
+    const SaPartition *p = g_ptr_array_index(core->topo->partitions, idx);
+    if (p->node < 0)
+        return -1;
+    return (int)((const SaNode *)g_ptr_array_index(core->topo->nodes, (guint)p->node))->id;
+}
+
+/* Memory follows the home, not a burst: the mover hears of a VM's first home and of each new
+ * one. It never moves a VM with its own <numatune>, with [memory] migrate=off, in dry-run, or
+ * on a host of one node (it still reads where the memory is). */
+static void follow_home(SaCore *core, SaVm *vm)
+{
+    int node = home_node(core, vm);
+    if (node < 0 || vm->facts->pid <= 0)
+        return;
+    bool follow = core->cfg->memory_migrate && !vm->facts->has_numatune && !core->dry_run &&
+                  core->topo->nodes->len > 1;
+    if (node == vm->memory_node && follow == vm->memory_follow)
+        return;
+    vm->memory_node = node;
+    vm->memory_follow = follow;
+    sa_mover_set_home(core->mover, vm->key, vm->name, vm->facts->pid, node, follow);
+}
+
 static void write_metrics(SaCore *core)
 {
     const SaConfig *cfg = core->cfg;
@@ -168,8 +200,10 @@ void sa_core_tick(SaCore *core)
     run_policy(core, interval_ns, now);
     for (guint i = 0; i < managed->len; i++)
         account_vm(core, g_ptr_array_index(managed, i), interval_ns);
-    for (guint i = 0; i < managed->len; i++)
+    for (guint i = 0; i < managed->len; i++) {
         act_on_decision(core, g_ptr_array_index(managed, i));
+        follow_home(core, g_ptr_array_index(managed, i));
+    }
     write_metrics(core);
     core->last_tick_cpu_ms = process_cpu_ms() - cpu0;
 }

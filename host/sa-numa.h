@@ -35,4 +35,54 @@ bool sa_numa_node_distances(guint node, const SaCpuSet *nodes, guint *row, GErro
  * a pid taken from a fixture or a fake /proc. */
 long sa_numa_migrate_pages(pid_t pid, const SaCpuSet *from, const SaCpuSet *to, GError **error);
 
+/* ---- a process's guest memory, page by page ---- */
+
+/* Resident pages of one mapping on one node. */
+typedef struct {
+    guint node;
+    guint64 pages;
+} SaNodePages;
+
+/* One mapping that may hold guest memory: writable, and anonymous (the heap included, stacks
+ * not), a memfd ("/memfd:...") or hugetlbfs ("huge" in numa_maps). QEMU's guest RAM is one of
+ * these whatever its memory backend; the rest of them (the heap, small anonymous areas) is the
+ * process's own memory, moved with it on purpose: it serves the vCPUs too. */
+typedef struct {
+    guint64 start; /* [start, end) */
+    guint64 end;
+    guint64 page_size; /* bytes (numa_maps kernelpagesize_kB) */
+    GArray *nodes;     /* SaNodePages, as numa_maps lists them (N<node>=<pages>) */
+} SaMemMapping;
+
+typedef struct {
+    GArray *mappings; /* SaMemMapping, in address order */
+} SaProcMemory;
+
+void sa_proc_memory_free(SaProcMemory *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaProcMemory, sa_proc_memory_free)
+
+/* Joins the texts of /proc/PID/maps (extents, permissions) and /proc/PID/numa_maps (resident
+ * pages per node, page size) into the guest-memory mappings. what names the files in errors. */
+SaProcMemory *sa_proc_memory_parse(const char *maps, const char *numa_maps, const char *what,
+                                   GError **error);
+/* Reads PID/maps and PID/numa_maps through sa_proc_path() (SOFTAFF_PROC_ROOT in tests).
+ * numa_maps walks the process's page tables: read it rarely. SA_ERROR_GONE when pid is gone. */
+SaProcMemory *sa_numa_proc_memory(pid_t pid, GError **error);
+/* Resident bytes of the mapping on node, or on every node when node < 0. */
+guint64 sa_mem_mapping_bytes(const SaMemMapping *map, int node);
+/* The same summed over every mapping. */
+guint64 sa_proc_memory_bytes(const SaProcMemory *m, int node);
+
+/* move_pages(2) through libnuma, on count page addresses of pid, moving each to node (flag
+ * MPOL_MF_MOVE: pages other processes also map stay). status[i] gets the node a page is on
+ * after the call, or a negative errno (-ENOMEM: node has no room, -ENOENT: not resident,
+ * -EFAULT: not mapped, -EBUSY/-EACCES: not movable now). No memory policy is set: the kernel
+ * may put new pages elsewhere later. false with *error when the call itself failed
+ * (SA_ERROR_GONE: pid is gone; SA_ERROR_UNSUPPORTED: no NUMA support). The same caveat as
+ * sa_numa_migrate_pages: pid must be a real process softaff manages. */
+bool sa_numa_move_pages(pid_t pid, gulong count, void **pages, int node, int *status,
+                        GError **error);
+/* The same with no move: status[i] gets the node of each page (move_pages with nodes NULL). */
+bool sa_numa_query_pages(pid_t pid, gulong count, void **pages, int *status, GError **error);
+
 G_END_DECLS

@@ -107,6 +107,7 @@ static SaVmFacts *build_facts(LvDomain *h, pid_t pid, const SaDomainXml *live, c
     f->flavor = g_strdup(live->nova_flavor);
     f->title = g_strdup(live->title);
     f->description = g_strdup(live->description);
+    f->has_numatune = live->has_numatune;
     f->has_settings = live->has_metadata;
     if (live->metadata_error)
         f->settings_error = g_strdup(live->metadata_error->message);

@@ -476,6 +476,7 @@ SaDomainXml *sa_domain_xml_parse(const char *xml, gsize len, GError **error)
     if ((n = child(root, "cputune")) != NULL && !parse_cputune(n, d, error))
         return NULL;
 
+    d->has_numatune = child(root, "numatune") != NULL;
     if ((n = child(root, "metadata")) != NULL)
         parse_metadata(n, d);
     parse_rule_subject(root, d);

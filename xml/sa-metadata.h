@@ -131,6 +131,9 @@ typedef struct {
     char *title;
     char *description;
     char *nova_flavor;
+    /* A <numatune> element is present: the user placed the guest's memory, softaff's mover
+     * leaves it alone. */
+    bool has_numatune;
 } SaDomainXml;
 
 void sa_domain_xml_free(SaDomainXml *d);

@@ -100,6 +100,8 @@ static void assert_defaults(const SaConfig *cfg)
     g_assert_false(cfg->qmp_trust_writable_dirs);
     g_assert_null(cfg->metrics_textfile);
     g_assert_cmpuint(cfg->metrics_every, ==, 1);
+    g_assert_true(cfg->memory_migrate);
+    g_assert_cmpuint(cfg->memory_rate_mib_s, ==, 256);
 }
 
 static void test_defaults(void)
@@ -195,6 +197,9 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "[metrics]",
         "#textfile=",
         "#every=1",
+        "[memory]",
+        "#migrate=auto",
+        "#rate_mib_s=256",
     };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         if (strstr(text, keys[i]) == NULL)
@@ -341,7 +346,8 @@ static const struct {
 } bad_files[] = {
     /* unknown groups and keys */
     {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
-     "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
+     "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
+     "vm "
      "NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
@@ -496,7 +502,8 @@ static const struct {
     {"[rule a]\nmatch_name=a\nmode=off\n[rule  a]\nmatch_name=b\nmode=off\n", SA_ERROR_CONFIG,
      "@: [rule  a]: rule \"a\" configured twice"},
     {"[rules a]\nmatch_name=a\n", SA_ERROR_CONFIG,
-     "@: [rules a]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
+     "@: [rules a]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
+     "vm "
      "NAME, rule NAME)"},
     /* [metrics] */
     {"[metrics]\ntextfile=softaff.prom\n", SA_ERROR_CONFIG,
@@ -505,6 +512,16 @@ static const struct {
      "@: [metrics] every=0: out of range (allowed: 1-1000000)"},
     {"[metrics]\nevery=often\n", SA_ERROR_CONFIG,
      "@: [metrics] every=often: not a whole number 1-1000000"},
+    /* [memory] */
+    {"[memory]\nmigrate=on\n", SA_ERROR_CONFIG, "@: [memory] migrate=on: not one of auto, off"},
+    {"[memory]\nrate_mib_s=0\n", SA_ERROR_CONFIG,
+     "@: [memory] rate_mib_s=0: out of range (allowed: 1-65536)"},
+    {"[memory]\nrate_mib_s=65537\n", SA_ERROR_CONFIG,
+     "@: [memory] rate_mib_s=65537: out of range (allowed: 1-65536)"},
+    {"[memory]\nrate_mib_s=1.5\n", SA_ERROR_CONFIG,
+     "@: [memory] rate_mib_s=1.5: not a whole number 1-65536"},
+    {"[memory]\nbind=true\n", SA_ERROR_CONFIG,
+     "@: [memory] bind=true: unknown key (known in [memory]: migrate, rate_mib_s)"},
 };
 
 static void test_bad_values(Fixture *f, gconstpointer data)
@@ -762,9 +779,9 @@ static void test_dropin_errors(Fixture *f, gconstpointer data)
          "smoothing, max_holdoff_ms)"},
         {"[policy]\nsoftness=1\nsoftness=2\n",
          "@: [policy] softness=2: key given more than once in [policy]"},
-        {"[polcy]\nsoftness=1\n",
-         "@: [polcy]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, vm "
-         "NAME, rule NAME)"},
+        {"[polcy]\nsoftness=1\n", "@: [polcy]: unknown group (known: daemon, partitions, policy, "
+                                  "hook, qmp, metrics, memory, vm "
+                                  "NAME, rule NAME)"},
         {"softness=1\n", "@: Key file does not start with a group"},
         {"[vm web]\nmode=hard\n", "@: [vm web] mode=hard: not one of soft, strict, off"},
         {"[rule big]\nmode=off\n",
@@ -948,6 +965,8 @@ static void assert_same_config(const SaConfig *a, const SaConfig *b)
     g_assert_cmpint(a->qmp_trust_writable_dirs, ==, b->qmp_trust_writable_dirs);
     g_assert_cmpstr(a->metrics_textfile, ==, b->metrics_textfile);
     g_assert_cmpuint(a->metrics_every, ==, b->metrics_every);
+    g_assert_cmpint(a->memory_migrate, ==, b->memory_migrate);
+    g_assert_cmpuint(a->memory_rate_mib_s, ==, b->memory_rate_mib_s);
     g_assert_cmpuint(a->vms->len, ==, b->vms->len);
     for (guint i = 0; i < a->vms->len; i++) {
         const SaVmConfig *x = g_ptr_array_index(a->vms, i), *y = g_ptr_array_index(b->vms, i);
@@ -988,6 +1007,28 @@ static void assert_round_trip(Fixture *f, const char *path, const char *copy_nam
     g_autofree char *text2 = sa_config_to_keyfile(again);
     g_autofree char *header = g_strdup_printf("# read: %s\n", copy);
     g_assert_true(g_str_has_prefix(text2, header));
+}
+
+/* [memory]: both values, the edges, and a round trip through sa_config_to_keyfile. */
+static void test_memory(Fixture *f, gconstpointer data)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *off =
+        write_conf(f, "memory-off.conf", "[memory]\nmigrate=off\nrate_mib_s=1\n", -1);
+    g_autoptr(SaConfig) a = sa_config_load(off, &error);
+    g_assert_no_error(error);
+    g_assert_false(a->memory_migrate);
+    g_assert_cmpuint(a->memory_rate_mib_s, ==, 1);
+    assert_round_trip(f, off, "copy-memory-off.conf");
+
+    g_autofree char *fast =
+        write_conf(f, "memory-fast.conf", "[memory]\nmigrate = auto \nrate_mib_s=65536\n", -1);
+    g_autoptr(SaConfig) b = sa_config_load(fast, &error);
+    g_assert_no_error(error);
+    g_assert_true(b->memory_migrate);
+    g_assert_cmpuint(b->memory_rate_mib_s, ==, 65536);
+    g_autofree char *text = sa_config_to_keyfile(b);
+    g_assert_nonnull(strstr(text, "\n[memory]\nmigrate=auto\nrate_mib_s=65536\n"));
 }
 
 static void test_to_keyfile(Fixture *f, gconstpointer data)
@@ -1070,6 +1111,7 @@ int main(int argc, char **argv)
     g_test_add_func("/config/defaults", test_defaults);
     g_test_add_func("/config/strings", test_strings);
     ADD("/config/every-key", test_every_key);
+    ADD("/config/memory", test_memory);
     ADD("/config/contrib-example", test_contrib_example);
     ADD("/config/contrib-rules", test_contrib_rules);
     ADD("/config/empty-file", test_empty_file);

@@ -4,8 +4,13 @@
  * The fake kernel: between ticks, each VM's vCPUs run on the CPUs of the set last pinned (every
  * CPU before the first pin), vCPU v on the v-th CPU of that set (round robin); a CPU with more
  * demand than 1 is shared in proportion, the rest waits. */
+#include <errno.h>
 #include <glib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core-private.h"
 #include "fake-host.h"
@@ -87,6 +92,10 @@ static void fx_setup(Fx *fx, gconstpointer data)
     g_assert_cmpuint(topo->partitions->len, ==, 2);
     fx->core = sa_core_new(test_config(), topo, FALSE, &error);
     g_assert_no_error(error);
+    /* No mover thread reading the fake /proc behind the tests' backs: the memory tests drive
+     * one of their own. */
+    sa_mover_free(fx->core->mover);
+    fx->core->mover = sa_mover_new(&sa_mover_host_ops, NULL, 256, false);
     fx->last_us = g_get_monotonic_time();
 }
 
@@ -827,6 +836,444 @@ static void test_rule(Fx *fx, gconstpointer data)
     swap_rules(fx->core->cfg, theirs);
 }
 
+/* ---- the mover (guest memory follows the home) ---- */
+
+#define FM_BASE G_GUINT64_CONSTANT(0x7f0000000000)
+#define FM_PAGE 4096u
+#define FM_MAX_PAGES 4096
+
+/* A fake process memory: one anonymous mapping of n pages, each on a node; move_pages moves
+ * them (node 1 holds at most cap1 pages: -ENOMEM beyond) and records every call. */
+typedef struct {
+    pid_t pid;
+    guint n;
+    int node[FM_MAX_PAGES];
+    guint cap1;
+    guint reads, queries, moves;
+    gulong max_pages; /* most pages in one query or move call */
+    GString *calls;   /* "move 512->1;" per move call */
+} FakeMem;
+
+static guint fm_count(const FakeMem *fm, int node)
+{
+    guint k = 0;
+    for (guint i = 0; i < fm->n; i++)
+        k += fm->node[i] == node;
+    return k;
+}
+
+static SaProcMemory *fm_read(gpointer data, pid_t pid, GError **error)
+{
+    FakeMem *fm = data;
+    fm->reads++;
+    if (pid != fm->pid) {
+        g_set_error(error, SA_ERROR, SA_ERROR_GONE, "no process %d", (int)pid);
+        return NULL;
+    }
+    SaProcMemory *m = g_new0(SaProcMemory, 1);
+    m->mappings = g_array_new(FALSE, TRUE, sizeof(SaMemMapping));
+    SaMemMapping map = {
+        .start = FM_BASE, .end = FM_BASE + (guint64)fm->n * FM_PAGE, .page_size = FM_PAGE};
+    map.nodes = g_array_new(FALSE, FALSE, sizeof(SaNodePages));
+    for (guint node = 0; node < 2; node++) {
+        SaNodePages np = {.node = node, .pages = fm_count(fm, (int)node)};
+        if (np.pages)
+            g_array_append_val(map.nodes, np);
+    }
+    g_array_append_val(m->mappings, map);
+    return m;
+}
+
+static int fm_index(const FakeMem *fm, void *page)
+{
+    guint64 a = (guint64)(guintptr)page;
+    g_assert_cmpuint(a % FM_PAGE, ==, 0);
+    g_assert_cmpuint(a, >=, FM_BASE);
+    g_assert_cmpuint(a, <, FM_BASE + (guint64)fm->n * FM_PAGE);
+    return (int)((a - FM_BASE) / FM_PAGE);
+}
+
+static bool fm_query(gpointer data, pid_t pid, gulong count, void **pages, int *status,
+                     GError **error)
+{
+    FakeMem *fm = data;
+    g_assert_cmpint(pid, ==, fm->pid);
+    fm->queries++;
+    fm->max_pages = MAX(fm->max_pages, count);
+    for (gulong i = 0; i < count; i++)
+        status[i] = fm->node[fm_index(fm, pages[i])];
+    return true;
+}
+
+static bool fm_move(gpointer data, pid_t pid, gulong count, void **pages, int node, int *status,
+                    GError **error)
+{
+    FakeMem *fm = data;
+    g_assert_cmpint(pid, ==, fm->pid);
+    fm->moves++;
+    fm->max_pages = MAX(fm->max_pages, count);
+    g_string_append_printf(fm->calls, "move %lu->%d;", count, node);
+    for (gulong i = 0; i < count; i++) {
+        int k = fm_index(fm, pages[i]);
+        if (node == 1 && fm->node[k] != 1 && fm_count(fm, 1) >= fm->cap1) {
+            status[i] = -ENOMEM;
+            continue;
+        }
+        fm->node[k] = node;
+        status[i] = node;
+    }
+    return true;
+}
+
+static const SaMoverOps fm_ops = {
+    .read_memory = fm_read, .query_pages = fm_query, .move_pages = fm_move};
+
+static FakeMem *fm_new(pid_t pid, guint n, int node)
+{
+    FakeMem *fm = g_new0(FakeMem, 1);
+    g_assert_cmpuint(n, <=, FM_MAX_PAGES);
+    fm->pid = pid;
+    fm->n = n;
+    fm->cap1 = n;
+    for (guint i = 0; i < n; i++)
+        fm->node[i] = node;
+    fm->calls = g_string_new(NULL);
+    return fm;
+}
+
+static void fm_free(FakeMem *fm)
+{
+    g_string_free(fm->calls, TRUE);
+    g_free(fm);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeMem, fm_free)
+
+/* Runs the mover's work from now on, the fake clock moving on by each pacing wait (at 65536
+ * MiB/s, microseconds) but never to the next 30 s reading; returns the steps taken. */
+static guint drain(SaMover *m, gint64 now)
+{
+    gint64 wait;
+    guint n = 0;
+    for (;;) {
+        if (sa_mover_step(m, now, &wait))
+            g_assert_cmpuint(++n, <, 10000);
+        else if (wait > 0 && wait < G_USEC_PER_SEC)
+            now += wait;
+        else
+            return n;
+    }
+}
+
+static SaMemoryStatus mover_status(SaMover *m, const char *key)
+{
+    SaMemoryStatus st;
+    g_assert_true(sa_mover_status(m, key, &st));
+    return st;
+}
+
+/* The pacing function: bytes over the rate, from the elapsed time, computed. */
+static void test_mover_pacer(void)
+{
+    SaPacer p = {0};
+    const gint64 t0 = 1000000000;
+    const guint64 chunk = SA_MOVER_CHUNK_BYTES;
+    /* 2 MiB at 256 MiB/s: 1/128 s. */
+    g_assert_cmpint(sa_pacer_wait(&p, chunk, t0, 256), ==, 7812);
+    /* 127 more at once: 1 s in all. */
+    gint64 w = 0;
+    for (guint i = 0; i < 127; i++)
+        w = sa_pacer_wait(&p, chunk, t0, 256);
+    g_assert_cmpint(w, ==, G_USEC_PER_SEC);
+    /* Half of it elapsed: half of it left. */
+    g_assert_cmpint(sa_pacer_wait(&p, 0, t0 + G_USEC_PER_SEC / 2, 256), ==, G_USEC_PER_SEC / 2);
+    g_assert_cmpint(sa_pacer_wait(&p, 0, t0 + G_USEC_PER_SEC, 256), ==, 0);
+    /* Idle 10 s: 1 s of credit at most (256 MiB without a wait, then the rate again). */
+    gint64 t1 = t0 + 11 * G_USEC_PER_SEC;
+    for (guint i = 0; i < 127; i++)
+        g_assert_cmpint(sa_pacer_wait(&p, chunk, t1, 256), ==, 0);
+    g_assert_cmpint(sa_pacer_wait(&p, chunk, t1, 256), ==, 0);
+    g_assert_cmpint(sa_pacer_wait(&p, chunk, t1, 256), ==, 7812);
+    /* Another rate: 1 MiB/s, 2 MiB: 2 s. */
+    SaPacer q = {0};
+    g_assert_cmpint(sa_pacer_wait(&q, chunk, t0, 1), ==, 2 * G_USEC_PER_SEC);
+}
+
+/* A first home: the pages elsewhere move in calls of at most 2 MiB, only those elsewhere, and
+ * the reading after the move says all of it is home. */
+static void test_mover_chunks(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 3000, 0);
+    for (guint i = 0; i < 100; i++)
+        fm->node[i] = 1; /* already home */
+    SaMover *m = sa_mover_new(&fm_ops, fm, 65536, false);
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    SaMemoryStatus st = mover_status(m, "k");
+    g_assert_true(st.moving);
+    drain(m, 1);
+    g_assert_cmpuint(fm_count(fm, 1), ==, 3000);
+    g_assert_cmpuint(fm->max_pages, ==, SA_MOVER_CHUNK_BYTES / FM_PAGE);
+    /* ceil(3000 / 512) queries; the first chunk had 412 pages elsewhere. */
+    g_assert_cmpuint(fm->queries, ==, 6);
+    g_assert_true(g_str_has_prefix(fm->calls->str, "move 412->1;move 512->1;"));
+    st = mover_status(m, "k");
+    g_assert_false(st.moving);
+    g_assert_cmpuint(st.moves, ==, 1);
+    g_assert_cmpuint(st.move_total_bytes, ==, 2900 * FM_PAGE);
+    g_assert_cmpuint(st.moved_bytes_total, ==, 2900 * FM_PAGE);
+    g_assert_cmpuint(st.resident_bytes, ==, 3000 * FM_PAGE);
+    g_assert_cmpuint(st.home_bytes, ==, 3000 * FM_PAGE);
+    g_assert_cmpuint(count_in_log("vm: memory move to node 1 done"), ==, 1);
+    g_assert_cmpuint(count_in_log("vm: 100.0% of its"), ==, 1);
+    /* The same home again: nothing new. */
+    guint reads = fm->reads;
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    g_assert_cmpuint(drain(m, 2), ==, 0);
+    g_assert_cmpuint(fm->reads, ==, reads);
+    /* 30 s later, one reading, no move. */
+    g_assert_cmpuint(drain(m, 1 + SA_MOVER_MEASURE_US), ==, 1);
+    g_assert_cmpuint(fm->reads, ==, reads + 1);
+    g_assert_cmpuint(fm->moves, ==, 6);
+    sa_mover_free(m);
+}
+
+/* The rate: after a chunk, the next one waits what the pacing function says. */
+static void test_mover_rate(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 2048, 0);
+    SaMover *m = sa_mover_new(&fm_ops, fm, 256, false);
+    gint64 wait;
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    g_assert_true(sa_mover_step(m, 1000, &wait)); /* the plan */
+    g_assert_true(sa_mover_step(m, 1000, &wait)); /* 2 MiB */
+    g_assert_cmpuint(fm->moves, ==, 1);
+    g_assert_false(sa_mover_step(m, 1000, &wait));
+    g_assert_cmpint(wait, ==, 7812);
+    g_assert_false(sa_mover_step(m, 1000 + 7811, &wait));
+    g_assert_cmpint(wait, ==, 1);
+    g_assert_true(sa_mover_step(m, 1000 + 7812, &wait));
+    g_assert_cmpuint(fm->moves, ==, 2);
+    SaMemoryStatus st = mover_status(m, "k");
+    g_assert_true(st.moving);
+    g_assert_cmpuint(st.move_done_bytes, ==, 2 * SA_MOVER_CHUNK_BYTES);
+    g_assert_cmpuint(st.move_total_bytes, ==, 2048 * FM_PAGE);
+    sa_mover_free(m);
+}
+
+/* A new home cancels the move under way between two chunks; the next one goes to the new
+ * home (and brings back what the first one moved). */
+static void test_mover_cancel(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 3000, 0);
+    SaMover *m = sa_mover_new(&fm_ops, fm, 65536, false);
+    gint64 wait;
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    for (guint i = 0; i < 3; i++)
+        g_assert_true(sa_mover_step(m, 1 + 1000 * i, &wait));
+    g_assert_cmpuint(fm_count(fm, 1), ==, 1024);
+    sa_mover_set_home(m, "k", "vm", fm->pid, 0, true);
+    SaMemoryStatus st = mover_status(m, "k");
+    g_assert_cmpuint(st.cancels, ==, 1);
+    g_assert_cmpint(st.node, ==, 0);
+    g_assert_true(st.moving);
+    g_assert_cmpuint(st.move_done_bytes, ==, 0);
+    g_assert_cmpuint(count_in_log("vm: memory move to node 1 stopped: a new home"), ==, 1);
+    gsize mark = fm->calls->len;
+    drain(m, 3000);
+    g_assert_cmpuint(fm_count(fm, 0), ==, 3000);
+    g_assert_null(strstr(fm->calls->str + mark, "->1;"));
+    g_assert_cmpstr(fm->calls->str + mark, ==, "move 512->0;move 512->0;");
+    st = mover_status(m, "k");
+    g_assert_cmpuint(st.moves, ==, 1);
+    g_assert_cmpuint(st.moved_bytes_total, ==, 2048 * FM_PAGE);
+    /* Memory that no longer follows the home: the move stops, readings go on. */
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    g_assert_true(sa_mover_step(m, 100000, &wait));
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, false);
+    st = mover_status(m, "k");
+    g_assert_false(st.moving);
+    g_assert_cmpuint(st.cancels, ==, 2);
+    guint moves = fm->moves;
+    drain(m, 200000);
+    g_assert_cmpuint(fm->moves, ==, moves);
+    st = mover_status(m, "k");
+    g_assert_cmpuint(st.home_bytes, ==, 0);
+    sa_mover_free(m);
+}
+
+/* A full home node: said once, the rest stays; no further move is tried. */
+static void test_mover_node_full(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 3000, 0);
+    fm->cap1 = 700;
+    SaMover *m = sa_mover_new(&fm_ops, fm, 65536, false);
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    drain(m, 1);
+    g_assert_cmpuint(fm_count(fm, 1), ==, 700);
+    g_assert_cmpuint(fm->moves, ==, 2);
+    SaMemoryStatus st = mover_status(m, "k");
+    g_assert_false(st.moving);
+    g_assert_true(st.node_full);
+    g_assert_cmpuint(st.moves, ==, 1);
+    g_assert_cmpuint(st.moved_bytes_total, ==, 700 * FM_PAGE);
+    g_assert_cmpuint(st.home_bytes, ==, 700 * FM_PAGE);
+    g_assert_cmpuint(count_in_log("vm: home node 1 has no free memory"), ==, 1);
+    g_assert_cmpuint(count_in_log("stopped (node full)"), ==, 1);
+    drain(m, 1 + SA_MOVER_MEASURE_US);
+    g_assert_cmpuint(fm->moves, ==, 2);
+    g_assert_cmpuint(count_in_log("vm: home node 1 has no free memory"), ==, 1);
+    sa_mover_free(m);
+}
+
+/* The real host path on a child of this test: node 0 (its own node on this host) gets all of
+ * it, and the reading says so. */
+static void test_mover_real(void)
+{
+    int fds[2];
+    g_assert_cmpint(pipe(fds), ==, 0);
+    pid_t child = fork();
+    g_assert_cmpint(child, >=, 0);
+    if (child == 0) {
+        gsize size = 16u << 20;
+        char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED)
+            _exit(1);
+        memset(mem, 'x', size);
+        if (write(fds[1], mem + size - 1, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    close(fds[1]);
+    g_assert_cmpint(read(fds[0], &c, 1), ==, 1);
+    close(fds[0]);
+    g_unsetenv("SOFTAFF_PROC_ROOT");
+    SaMover *m = sa_mover_new(&sa_mover_host_ops, NULL, 256, false);
+    sa_mover_set_home(m, "real", "child", child, 0, true);
+    drain(m, g_get_monotonic_time());
+    SaMemoryStatus st = mover_status(m, "real");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    g_assert_false(st.moving);
+    g_assert_cmpuint(st.moves, ==, 1);
+    g_assert_cmpuint(st.resident_bytes, >=, 16u << 20);
+    g_assert_cmpuint(st.home_bytes, ==, st.resident_bytes);
+    g_assert_cmpuint(st.measured_wall_us, >, 0);
+    sa_mover_free(m);
+}
+
+/* The core's fake mover: the fixture's threaded one is replaced by a driven one. */
+static FakeMem *core_fake_mover(Fx *fx, pid_t pid, guint n, int node)
+{
+    FakeMem *fm = fm_new(pid, n, node);
+    sa_mover_free(fx->core->mover);
+    fx->core->mover = sa_mover_new(&fm_ops, fm, 65536, false);
+    return fm;
+}
+
+/* softaffctl set --preferred: a home change queues a move; a second change cancels it, and
+ * the move goes to the newest home. */
+static void test_core_memory_home_change(Fx *fx, gconstpointer data)
+{
+    g_autoptr(FakeMem) fm = core_fake_mover(fx, 1100, 3000, 0);
+    TVm *a = add_vm(fx, "a", 2, 1, 0.05);
+    g_assert_cmpint(a->pid, ==, 1100);
+    step(fx, 2);
+    SaMemoryStatus st = mover_status(fx->core->mover, a->key);
+    g_assert_cmpint(st.node, ==, 1);
+    g_assert_true(st.follow);
+    g_assert_true(st.moving);
+    gint64 wait;
+    for (guint i = 0; i < 3; i++)
+        g_assert_true(sa_mover_step(fx->core->mover, 1 + 1000 * i, &wait));
+    g_assert_cmpuint(fm_count(fm, 1), ==, 1024);
+
+    sa_core_report(fx->core, &rec_ops, a->rec, vm_facts(a, "a", 0));
+    step(fx, 2);
+    st = mover_status(fx->core->mover, a->key);
+    g_assert_cmpint(st.node, ==, 0);
+    g_assert_cmpuint(st.cancels, ==, 1);
+    g_assert_cmpuint(count_in_log("a: memory move to node 1 stopped: a new home"), ==, 1);
+    gsize mark = fm->calls->len;
+    drain(fx->core->mover, 3000);
+    g_assert_null(strstr(fm->calls->str + mark, "->1;"));
+    g_assert_cmpuint(fm_count(fm, 0), ==, 3000);
+    g_autofree char *follows = status_member(fx, "a", "follows_home");
+    g_assert_cmpstr(follows, ==, "true");
+    g_autofree char *ratio = status_member(fx, "a", "home_ratio");
+    g_assert_cmpstr(ratio, ==, "1.0");
+    g_autofree char *metrics = sa_metrics_format(fx->core);
+    g_assert_nonnull(
+        strstr(metrics, "\nsoftaff_vm_memory_home_ratio{domain=\"a\",uuid=\"key-a\"} 1\n"));
+    g_assert_nonnull(
+        strstr(metrics, "\nsoftaff_vm_memory_move_bytes_total{domain=\"a\",uuid=\"key-a\"} "));
+    /* Gone from the core: forgotten by the mover. */
+    sa_core_forget(fx->core, a->key, "stopped");
+    g_assert_false(sa_mover_status(fx->core->mover, a->key, &st));
+}
+
+/* A burst moves no memory: the home stays, so does the one move toward it. */
+static void test_core_memory_burst(Fx *fx, gconstpointer data)
+{
+    g_autoptr(FakeMem) fm = core_fake_mover(fx, 1100, 1000, 1);
+    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 3), <=, 3);
+    drain(fx->core->mover, 1);
+    g_assert_cmpuint(fm_count(fm, 0), ==, 1000);
+    guint reads = fm->reads, moves = fm->moves;
+    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 6), <=, 6);
+    g_autofree char *state = status_member(fx, "a", "state");
+    g_assert_cmpstr(state, ==, "\"burst\"");
+    g_assert_cmpuint(drain(fx->core->mover, 2), ==, 0);
+    g_assert_cmpuint(fm->reads, ==, reads);
+    g_assert_cmpuint(fm->moves, ==, moves);
+    SaMemoryStatus st = mover_status(fx->core->mover, a->key);
+    g_assert_cmpint(st.node, ==, 0);
+    g_assert_cmpuint(st.moves, ==, 1);
+    g_assert_cmpuint(st.cancels, ==, 0);
+}
+
+/* A VM with its own <numatune>, and [memory] migrate=off: read, never moved. */
+static void test_core_memory_fixed(Fx *fx, gconstpointer data)
+{
+    g_autoptr(FakeMem) fm = core_fake_mover(fx, 1100, 1000, 0);
+    TVm *a = &fx->vms[fx->n_vms++];
+    a->key = g_strdup("key-a");
+    a->pid = 1100;
+    a->n_vcpus = 2;
+    fake_host_add_process(fx->host, a->pid, 2);
+    g_autoptr(SaVmFacts) f = vm_facts(a, "a", 1);
+    f->has_numatune = true;
+    a->rec = rec_vm_new(a->key, f);
+    sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
+    step(fx, 2);
+    drain(fx->core->mover, 1);
+    SaMemoryStatus st = mover_status(fx->core->mover, a->key);
+    g_assert_cmpint(st.node, ==, 1);
+    g_assert_false(st.follow);
+    g_assert_cmpuint(fm->moves, ==, 0);
+    g_assert_cmpuint(fm->queries, ==, 0);
+    g_assert_cmpuint(st.home_bytes, ==, 0);
+    g_assert_cmpuint(st.resident_bytes, ==, 1000 * FM_PAGE);
+    g_autofree char *reason = status_member(fx, "a", "fixed_reason");
+    g_assert_cmpstr(reason, ==, "\"the VM has its own <numatune>\"");
+
+    /* Without <numatune> but migrate=off: the same. */
+    fx->core->cfg->memory_migrate = false;
+    sa_core_report(fx->core, &rec_ops, a->rec, vm_facts(a, "a", 1));
+    step(fx, 2);
+    drain(fx->core->mover, 2);
+    g_assert_cmpuint(fm->moves, ==, 0);
+    g_autofree char *reason2 = status_member(fx, "a", "fixed_reason");
+    g_assert_cmpstr(reason2, ==, "\"[memory] migrate=off\"");
+    /* migrate=auto again (a reload): the move starts. */
+    fx->core->cfg->memory_migrate = true;
+    step(fx, 1);
+    drain(fx->core->mover, 3);
+    g_assert_cmpuint(fm_count(fm, 1), ==, 1000);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -851,6 +1298,15 @@ int main(int argc, char **argv)
     ADD("/core/per-thread-own", test_per_thread_own);
     ADD("/core/new-process", test_new_process);
     ADD("/core/rule", test_rule);
+    ADD("/core/memory/home-change", test_core_memory_home_change);
+    ADD("/core/memory/burst", test_core_memory_burst);
+    ADD("/core/memory/fixed", test_core_memory_fixed);
 #undef ADD
+    g_test_add_func("/mover/pacer", test_mover_pacer);
+    g_test_add_func("/mover/chunks", test_mover_chunks);
+    g_test_add_func("/mover/rate", test_mover_rate);
+    g_test_add_func("/mover/cancel", test_mover_cancel);
+    g_test_add_func("/mover/node-full", test_mover_node_full);
+    g_test_add_func("/mover/real", test_mover_real);
     return g_test_run();
 }

@@ -109,6 +109,21 @@ static void test_plain(void)
     g_assert_null(d->title);
     g_assert_null(d->description);
     g_assert_null(d->nova_flavor);
+    g_assert_false(d->has_numatune);
+}
+
+/* <numatune>: the user placed the memory (the mover leaves such a VM alone). */
+static void test_numatune(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaDomainXml) d = parse_inner(
+        "<vcpu>2</vcpu><numatune><memory mode='preferred' nodeset='1'/></numatune>", &error);
+
+    g_assert_no_error(error);
+    g_assert_true(d->has_numatune);
+    g_autoptr(SaDomainXml) plain = parse_inner("<vcpu>2</vcpu><cputune/>", &error);
+    g_assert_no_error(error);
+    g_assert_false(plain->has_numatune);
 }
 
 /* An invalid softaff element does not fail the parse. */
@@ -677,6 +692,7 @@ int main(int argc, char **argv)
 
     g_test_add_func("/domain/full", test_full);
     g_test_add_func("/domain/plain", test_plain);
+    g_test_add_func("/domain/numatune", test_numatune);
     g_test_add_func("/domain/metadata/bad", test_bad_metadata);
     g_test_add_func("/domain/metadata/two", test_two_metadata);
     g_test_add_func("/domain/metadata/wrong-name", test_metadata_wrong_name);
