@@ -146,7 +146,9 @@ build_image() {
     local k i
     k=$(find "$ROOTFS/boot" -maxdepth 1 -name 'vmlinuz-*' | sort | tail -n1)
     i=$(find "$ROOTFS/boot" -maxdepth 1 -name 'initrd.img-*' | sort | tail -n1)
-    [ -n "$k" ] && [ -n "$i" ] || die "no vmlinuz-*/initrd.img-* in $ROOTFS/boot"
+    if [ -z "$k" ] || [ -z "$i" ]; then
+        die "no vmlinuz-*/initrd.img-* in $ROOTFS/boot"
+    fi
     install -m 644 "$k" "$CACHE/vmlinuz"
     install -m 644 "$i" "$CACHE/initrd.img"
     image_stamp >"$CACHE/image.stamp"

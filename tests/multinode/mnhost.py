@@ -22,6 +22,7 @@ Environment:
 import base64
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_ROOT = os.path.dirname(os.path.dirname(HERE))
 CACHE = os.environ.get("SOFTAFF_MN_CACHE", "/var/cache/softaff-multinode")
 AGENT_PORT = "org.softaff.mn.agent"
+WORKDIR_PREFIX = "softaff-mnhost-"
 CMDLINE = ("root=LABEL=mnhost-root rw console=ttyS0 init=/sbin/softaff-mn-init quiet panic=-1 "
            "no_timer_check mitigations=off")
 _T0 = time.monotonic()
@@ -64,6 +66,16 @@ def _die_with_parent():
     # QEMU must not outlive a test killed with SIGKILL (meson's timeout): PR_SET_PDEATHSIG.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def sweep_workdirs():
+    """Removes work dirs of runs whose process has gone (SIGKILL skips stop(); QEMU dies with
+    its parent, but its share images would stay)."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = re.match(re.escape(WORKDIR_PREFIX) + r"(\d+)-", name)
+        if m and not os.path.exists("/proc/" + m.group(1)):
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
 
 
 def build_image():
@@ -99,7 +111,8 @@ class Host:
         self.proc = None
         self.sock = None
         self.workdir = None
-        self.boot_seconds = None
+        self.prepare_seconds = None
+        self.boot_seconds = None  # QEMU start to agent ready
         self._buf = b""
         self._seq = 0
 
@@ -151,10 +164,13 @@ class Host:
         for key, path in paths.items():
             if not os.path.exists(path):
                 raise HostError("%s %s missing: run tests/multinode/build-host.sh" % (key, path))
-        self.workdir = tempfile.mkdtemp(prefix="softaff-mnhost-")
+        sweep_workdirs()
+        self.workdir = tempfile.mkdtemp(prefix="%s%d-" % (WORKDIR_PREFIX, os.getpid()))
         for serial, src in self.shares:
             make_share(src, os.path.join(self.workdir, serial + ".img"), exclude=(".git",))
         argv = self.qemu_argv(paths)
+        self.prepare_seconds = time.monotonic() - t0  # image check or build, shares
+        t0 = time.monotonic()
         log("starting: " + " ".join(argv))
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
                                      stdout=open(os.path.join(self.workdir, "qemu.log"), "w"),

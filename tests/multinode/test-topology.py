@@ -93,7 +93,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
     t0 = time.monotonic()
     with mnhost.Host(build_dir=build) as h:
-        mnhost.log("boot to ready: %.1fs" % h.boot_seconds)
+        mnhost.log("image and shares: %.1fs, boot to ready: %.1fs" % (h.prepare_seconds,
+                                                                      h.boot_seconds))
         check_numactl(h)
         check_softaffctl(h, os.path.abspath(build))
         check_libvirt(h, mnhost.SRC_ROOT)
