@@ -1,0 +1,305 @@
+"""softaff multi-node test host: a TCG guest with 2 virtual NUMA nodes running libvirt + QEMU.
+
+Python 3 standard library only. build-host.sh makes the image (cached); Host boots it:
+
+    import mnhost
+    with mnhost.Host() as h:          # start(): boot, wait for the agent, mount the shares
+        r = h.run("numactl -H", timeout=30)
+        print(r.rc, r.out, r.err)
+                                      # stop(): QEMU terminated, temporary files removed
+
+Commands run as root inside, one at a time, through a virtio-serial agent (guest-agent.sh).
+The meson build dir and the source tree are visible inside, read-only, at the same paths as
+here: the cloud kernel has no 9p, so each is an ext4 image made per boot with mkfs.ext4 -d.
+
+Environment:
+  SOFTAFF_BUILD_DIR      meson build root to share (default: none)
+  SOFTAFF_MN_CACHE       image cache (default /var/cache/softaff-multinode)
+  SOFTAFF_MN_NO_BUILD=1  do not run build-host.sh; use the cache as it is
+  SOFTAFF_MN_KEEP=1      keep the work directory (console log) after stop()
+"""
+
+import base64
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC_ROOT = os.path.dirname(os.path.dirname(HERE))
+CACHE = os.environ.get("SOFTAFF_MN_CACHE", "/var/cache/softaff-multinode")
+AGENT_PORT = "org.softaff.mn.agent"
+WORKDIR_PREFIX = "softaff-mnhost-"
+CMDLINE = ("root=LABEL=mnhost-root rw console=ttyS0 init=/sbin/softaff-mn-init quiet panic=-1 "
+           "no_timer_check mitigations=off")
+_T0 = time.monotonic()
+
+
+def log(msg):
+    sys.stderr.write("[%8.3f] mnhost: %s\n" % (time.monotonic() - _T0, msg))
+    sys.stderr.flush()
+
+
+class HostError(Exception):
+    pass
+
+
+class Result:
+    def __init__(self, rc, out, err):
+        self.rc, self.out, self.err = rc, out, err
+
+    def __repr__(self):
+        return "Result(rc=%d, out=%r, err=%r)" % (self.rc, self.out[-400:], self.err[-400:])
+
+
+def _b64(field):
+    return "" if field == "-" else base64.b64decode(field).decode("utf-8", "replace")
+
+
+def _die_with_parent():
+    # QEMU must not outlive a test killed with SIGKILL (meson's timeout): PR_SET_PDEATHSIG.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def sweep_workdirs():
+    """Removes work dirs of runs whose process has gone (SIGKILL skips stop(); QEMU dies with
+    its parent, but its share images would stay)."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        m = re.match(re.escape(WORKDIR_PREFIX) + r"(\d+)-", name)
+        if m and not os.path.exists("/proc/" + m.group(1)):
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+
+
+def build_image():
+    """Runs build-host.sh (a no-op when the cache is current); returns its KEY=path map."""
+    out = subprocess.run(["bash", os.path.join(HERE, "build-host.sh"), "--print"], check=True,
+                         stdout=subprocess.PIPE, text=True, env=dict(os.environ, SOFTAFF_MN_CACHE=CACHE)).stdout
+    return dict(line.split("=", 1) for line in out.split() if "=" in line)
+
+
+def make_share(src, image, exclude=()):
+    """An ext4 image of directory src (no loop mount: mkfs.ext4 -d), minus top-level exclude."""
+    tree = src
+    if any(os.path.lexists(os.path.join(src, e)) for e in exclude):
+        tree = image + ".tree"
+        shutil.copytree(src, tree, symlinks=True,
+                        ignore=lambda d, names: [n for n in names if d == src and n in exclude])
+    size = sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs in os.walk(tree) for f in fs)
+    with open(image, "wb") as f:
+        f.truncate(size * 2 + 64 * 1024 * 1024)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-d", tree, image], check=True,
+                   stdout=subprocess.DEVNULL)
+    if tree != src:
+        shutil.rmtree(tree)
+
+
+class Host:
+    def __init__(self, cpus=2, mem_mb=2048, build_dir=None, boot_timeout=600):
+        self.cpus, self.mem_mb, self.boot_timeout = cpus, mem_mb, boot_timeout
+        self.build_dir = build_dir or os.environ.get("SOFTAFF_BUILD_DIR")
+        self.shares = [("sa-src", SRC_ROOT)]
+        if self.build_dir:
+            self.shares.append(("sa-build", os.path.abspath(self.build_dir)))
+        self.proc = None
+        self.sock = None
+        self.workdir = None
+        self.prepare_seconds = None
+        self.boot_seconds = None  # QEMU start to agent ready
+        self._buf = b""
+        self._seq = 0
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # ----------------------------------------------------------------------------------------
+
+    def qemu_argv(self, paths):
+        node_mb = self.mem_mb // self.cpus
+        argv = ["qemu-system-x86_64", "-accel", "tcg", "-nodefaults", "-no-user-config",
+                "-display", "none", "-no-reboot", "-m", str(self.mem_mb),
+                "-smp", "%d,sockets=%d,cores=1,threads=1" % (self.cpus, self.cpus),
+                "-kernel", paths["KERNEL"], "-initrd", paths["INITRD"], "-append", CMDLINE,
+                "-serial", "file:" + os.path.join(self.workdir, "console.log")]
+        for n in range(self.cpus):  # one node per CPU, each with its own memory
+            argv += ["-object", "memory-backend-ram,id=m%d,size=%dM" % (n, node_mb),
+                     "-numa", "node,nodeid=%d,cpus=%d,memdev=m%d" % (n, n, n)]
+        argv += ["-drive", "file=%s,if=none,id=root,format=raw,snapshot=on" % paths["IMAGE"],
+                 "-device", "virtio-blk-pci,drive=root,serial=sa-root"]
+        for serial, _ in self.shares:
+            img = os.path.join(self.workdir, serial + ".img")
+            argv += ["-drive", "file=%s,if=none,id=%s,format=raw,readonly=on" % (img, serial),
+                     "-device", "virtio-blk-pci,drive=%s,serial=%s" % (serial, serial)]
+        argv += ["-device", "virtio-serial-pci",
+                 "-chardev", "socket,id=agent,path=%s,server=on,wait=off" % self._sock_path(),
+                 "-device", "virtserialport,chardev=agent,name=" + AGENT_PORT]
+        return argv
+
+    def _sock_path(self):
+        return os.path.join(self.workdir, "agent.sock")
+
+    def start(self):
+        """Boots the host and mounts the shares; on any failure stops what it started."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self):
+        t0 = time.monotonic()
+        paths = build_image() if os.environ.get("SOFTAFF_MN_NO_BUILD") != "1" else {
+            "KERNEL": CACHE + "/vmlinuz", "INITRD": CACHE + "/initrd.img", "IMAGE": CACHE + "/host.img"}
+        for key, path in paths.items():
+            if not os.path.exists(path):
+                raise HostError("%s %s missing: run tests/multinode/build-host.sh" % (key, path))
+        sweep_workdirs()
+        self.workdir = tempfile.mkdtemp(prefix="%s%d-" % (WORKDIR_PREFIX, os.getpid()))
+        for serial, src in self.shares:
+            make_share(src, os.path.join(self.workdir, serial + ".img"), exclude=(".git",))
+        argv = self.qemu_argv(paths)
+        self.prepare_seconds = time.monotonic() - t0  # image check or build, shares
+        t0 = time.monotonic()
+        log("starting: " + " ".join(argv))
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                                     stdout=open(os.path.join(self.workdir, "qemu.log"), "w"),
+                                     stderr=subprocess.STDOUT)
+        self._connect(t0 + self.boot_timeout)
+        self._wait_agent(t0 + self.boot_timeout)
+        self.boot_seconds = time.monotonic() - t0
+        log("agent ready after %.1fs" % self.boot_seconds)
+        for serial, path in self.shares:
+            self.check("for d in /sys/block/vd*; do [ \"$(cat $d/serial)\" = %s ] && "
+                       "mkdir -p %s && mount -o ro,noload /dev/${d##*/} %s && exit 0; done; "
+                       "echo 'no disk with serial %s' >&2; exit 1" % (serial, path, path, serial),
+                       timeout=60)
+
+    def _alive(self):
+        if self.proc.poll() is not None:
+            raise HostError("QEMU exited with status %d; console:\n%s" % (self.proc.returncode,
+                                                                         self.console_tail()))
+
+    def _connect(self, deadline):
+        while True:
+            self._alive()
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(self._sock_path())
+                self.sock = s
+                return
+            except OSError:
+                s.close()
+            if time.monotonic() > deadline:
+                raise HostError("no agent socket %s" % self._sock_path())
+            time.sleep(0.1)
+
+    def _wait_agent(self, deadline):
+        # PINGs queue up until the agent opens its port; any PONG of ours means it is serving.
+        while True:
+            self._alive()
+            if time.monotonic() > deadline:
+                raise HostError("agent silent after %ds; console:\n%s" % (self.boot_timeout,
+                                                                          self.console_tail()))
+            self._send("PING %d" % self._next())
+            line = self._readline(time.monotonic() + 2)
+            while line is not None:
+                if line.startswith("PONG "):
+                    self._drain()
+                    return
+                line = self._readline(time.monotonic() + 0.1)
+
+    def _drain(self):
+        # The agent answers every queued PING: read them all before the first RUN.
+        self._send("PING drain")
+        while True:
+            line = self._readline(time.monotonic() + 60)
+            if line is None or line.startswith("PONG drain"):
+                return
+
+    def _next(self):
+        self._seq += 1
+        return self._seq
+
+    def _send(self, line):
+        self.sock.sendall(line.encode() + b"\n")
+
+    def _readline(self, deadline):
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return None
+            if not chunk:
+                self._alive()
+                raise HostError("agent channel closed")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode()
+
+    # ----------------------------------------------------------------------------------------
+
+    def run(self, cmd, timeout=60):
+        """Runs cmd with bash -c inside; Result(rc, out, err). rc 124: killed at timeout."""
+        if self.sock is None:
+            raise HostError("host not started")
+        seq = self._next()
+        enc = base64.b64encode(cmd.encode()).decode() or "-"
+        self._send("RUN %d %d %s" % (seq, timeout, enc))
+        deadline = time.monotonic() + timeout + 30  # the agent kills it at timeout (+5 s -k)
+        while True:
+            self._alive()
+            line = self._readline(deadline)
+            if line is None:
+                raise HostError("no answer to %r within %ds" % (cmd, timeout + 30))
+            f = line.split(" ")
+            if f[0] == "DONE" and f[1] == str(seq) and len(f) == 5:
+                return Result(int(f[2]), _b64(f[3]), _b64(f[4]))
+
+    def check(self, cmd, timeout=60):
+        """run() that raises HostError unless the command exits 0; returns its stdout."""
+        r = self.run(cmd, timeout)
+        if r.rc != 0:
+            raise HostError("%r exited %d\nstdout: %s\nstderr: %s" % (cmd, r.rc, r.out, r.err))
+        return r.out
+
+    def console_tail(self, lines=30):
+        try:
+            with open(os.path.join(self.workdir, "console.log"), errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError as e:
+            return "(no console log: %s)" % e
+
+    def stop(self):
+        """Ends QEMU (the root disk is snapshot=on: nothing to flush) and removes the work dir."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if self.workdir:
+            if os.environ.get("SOFTAFF_MN_KEEP") == "1":
+                log("kept " + self.workdir)
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
