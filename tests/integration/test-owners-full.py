@@ -120,7 +120,7 @@ def burst(a, n):
     they use, and A rightly bursts only onto an idle CPU 0: wait for a quiet host (with A idle,
     else its own load keeps the host busy) and try again when other load came back meanwhile.
     The burst is not what this test measures."""
-    for attempt in range(BURST_ATTEMPTS):
+    for _ in range(BURST_ATTEMPTS):
         a.set_load(0)
         T.wait_host_quiet()
         a.set_load(2)
