@@ -118,12 +118,21 @@ static inline bool sa_policy_backoff_decays(const SaPolicyConfig *cfg, const SaV
                cfg->max_holdoff_ms;
 }
 
-/* Whether visitors must leave a partition now: its owners' demand no longer fits beside the
- * visitors still there, even with the margin. */
+/* Whether a partition's owners fill it: their demand leaves less than the margin free, no room
+ * for any visitor, whether it runs there now or not. */
+static inline bool sa_policy_owners_fill(double owner_demand, guint capacity, double margin)
+{
+    return owner_demand > capacity - margin;
+}
+
+/* Whether a visitor allowed on a partition must leave it now: its owners fill it (the kernel
+ * may keep the visitor off it for a while, then put a thread there and make an owner wait), or
+ * their demand no longer fits beside the visitors still there, even with the margin. */
 static inline bool sa_policy_should_retreat(double owner_demand, guint capacity,
                                             double visitors_now, double margin)
 {
-    return owner_demand > capacity - visitors_now + margin;
+    return sa_policy_owners_fill(owner_demand, capacity, margin) ||
+           owner_demand > capacity - visitors_now + margin;
 }
 
 /* The back-off after the forced_retreats-th forced retreat in a row: none after the first (the

@@ -195,13 +195,44 @@ static void test_should_retreat(void)
         {1.25, 2, 1.0, 0.25, false}, /* exactly at the margin: stays */
         {0.1, 2, 2.0, 0.25, false},  /* an idle owner's noise */
         {0.3, 2, 2.0, 0.25, true},   /* more than noise beside a full visitor */
-        {2.0, 2, 0.0, 0.25, false},  /* no visitor left: nothing to leave */
+        {2.0, 2, 0.0, 0.25, true},   /* owners fill it, the visitor runs elsewhere: leave */
+        {1.0, 1, 0.0, 0.25, true},   /* issue 11: 1 > 1 − 0.25 with the visitor kept off */
+        {0.75, 1, 0.0, 0.25, false}, /* a quarter CPU free is still room */
+        {1.5, 2, 0.0, 0.25, false},  /* half a CPU free, no visitor running: stays allowed */
+        {14.3, 16, 0.0, 1.6, false}, /* 14.3 ≤ 16 − 1.6: room */
+        {14.5, 16, 0.0, 1.6, true},  /* 14.5 > 16 − 1.6: full */
+        {14.3, 16, 3.5, 1.6, true},  /* 14.3 > 16 − 3.5 + 1.6 */
+        {14.3, 16, 3.2, 1.6, false}, /* 14.3 ≤ 16 − 3.2 + 1.6 */
         {8.0, 16, 10.0, 1.6, true},  /* 8 > 16 − 10 + 1.6 */
     };
     for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
         g_assert_cmpint(sa_policy_should_retreat(rows[r].owner_demand, rows[r].capacity,
                                                  rows[r].visitors_now, rows[r].margin),
                         ==, rows[r].retreat);
+}
+
+static void test_owners_fill(void)
+{
+    static const struct {
+        double owner_demand;
+        guint capacity;
+        double margin;
+        bool fill;
+    } rows[] = {
+        {1.0, 1, 0.25, true},   /* one busy owner vCPU on a 1-CPU partition */
+        {0.98, 1, 0.25, true},  /* ... measured a little short */
+        {0.75, 1, 0.25, false}, /* exactly the margin free: room */
+        {0.02, 1, 0.25, false}, /* an idle owner's noise */
+        {1.8, 2, 0.25, true},   /* 1.8 > 2 − 0.25 */
+        {1.5, 2, 0.25, false},  /* half a CPU free */
+        {14.4, 16, 1.6, false}, /* exactly 10% free */
+        {14.5, 16, 1.6, true},  /* less than 10% free */
+        {0.0, 0, 0.25, true},   /* no online CPU: nothing to visit */
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(
+            sa_policy_owners_fill(rows[r].owner_demand, rows[r].capacity, rows[r].margin), ==,
+            rows[r].fill);
 }
 
 static void test_holdoff(void)
@@ -480,6 +511,7 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/rules/demand", test_demand);
     g_test_add_func("/policy/rules/may-leave-home", test_may_leave_home);
     g_test_add_func("/policy/rules/backoff-decays", test_backoff_decays);
+    g_test_add_func("/policy/rules/owners-fill", test_owners_fill);
     g_test_add_func("/policy/rules/should-retreat", test_should_retreat);
     g_test_add_func("/policy/rules/holdoff", test_holdoff);
     g_test_add_func("/policy/rules/avail-home", test_avail_home);

@@ -156,6 +156,50 @@ static void test_single_cpu_partitions(void)
     g_assert_cmpuint(b->changes, ==, 1);
 }
 
+/* The owners fill their partition while the kernel keeps the visitor off it (issue 11): a
+ * (2 vCPUs, home 1) bursts onto CPU 0; b (1 vCPU, home 0) starts a 1-CPU load and the balancer
+ * moves a's thread back to CPU 1, so a runs nowhere on partition 0. a must still leave it
+ * within 2 ticks, else the kernel may put a's thread there later and make b wait. It comes
+ * back only when b leaves room again, and does not flap meanwhile. */
+static void test_owners_fill_partition(void)
+{
+    static const char *const lists[] = {"0", "1"};
+    g_autoptr(Sim) sim = sim_new(sim_topology_new(2, lists, NULL), TICK_MS);
+    SimVm *a = sim_add_vm(sim, "a", 2, 1, NULL);
+    SimVm *b = sim_add_vm(sim, "b", 1, 0, NULL);
+    sim_vm_set_load(a, 0.6);
+    sim_vm_set_load(b, 0.0);
+    sim_run(sim, 8);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpfloat(sim_vm_run_on(sim, a, "0"), >, 0.5);
+
+    for (guint round = 0; round < 3; round++) {
+        sim_vm_set_load(b, 1.0);
+        int step = sim->tick;
+        sim_step(sim);
+        /* The kernel's part of the case: a runs only on CPU 1, b has CPU 0 to itself. */
+        g_assert_cmpfloat(sim_vm_run_on(sim, a, "0"), ==, 0.0);
+        g_assert_cmpfloat(sim_vm_run(sim, b), >, 0.99);
+        sim_step(sim);
+        g_assert_cmpstr(sim_vcpus(a), ==, "1");
+        g_assert_cmpint(a->last_change, <=, step + 1);
+        g_assert_cmpuint(a->retreats, ==, round + 1);
+
+        /* No room on 0 while b is busy: a stays home, however long it waits. */
+        g_assert_cmpuint(count_changes(sim, a, 20), ==, 0);
+        g_assert_cmpuint(a->retreats, ==, round + 1);
+
+        /* b sleeps: room again, a comes back at once (its back-off ran out meanwhile). */
+        g_assert_cmpint(a->vm.st.holdoff_until_ms, <=, sim->now_ms);
+        sim_vm_set_load(b, 0.0);
+        step = sim->tick;
+        sim_run(sim, 2);
+        g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+        g_assert_cmpint(a->last_change, <=, step + 1);
+    }
+    g_assert_cmpuint(b->changes, ==, 1);
+}
+
 /* The VM's own load switches every 2 ticks: it bursts once and does not flap. */
 static void test_own_load_oscillates(void)
 {
@@ -589,6 +633,7 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/single-cpu-partitions", test_single_cpu_partitions);
     g_test_add_func("/policy/own-load-oscillates", test_own_load_oscillates);
     g_test_add_func("/policy/owner-load-oscillates", test_owner_load_oscillates);
+    g_test_add_func("/policy/owners-fill-partition", test_owners_fill_partition);
     g_test_add_func("/policy/nearest-first", test_nearest_first);
     g_test_add_func("/policy/partial-burst", test_partial_burst);
     g_test_add_func("/policy/partial-retreat", test_partial_retreat);
