@@ -35,8 +35,15 @@
 static const char *const daemon_keys[] = {
     "interval_ms", "uri", "socket", "backend", "command_timeout_ms", "stop_timeout_ms", NULL};
 static const char *const partitions_keys[] = {"layout", "custom", NULL};
-static const char *const policy_keys[] = {"softness",  "manage",         "dwell_ms",
-                                          "smoothing", "max_holdoff_ms", NULL};
+static const char *const policy_keys[] = {"softness",
+                                          "manage",
+                                          "dwell_ms",
+                                          "smoothing",
+                                          "max_holdoff_ms",
+                                          "rebalance",
+                                          "rebalance_window_ms",
+                                          "rebalance_max_moves_per_hour",
+                                          NULL};
 static const char *const hook_keys[] = {"strict", NULL};
 static const char *const qmp_keys[] = {"sockets", "trust_writable_dirs", NULL};
 static const char *const metrics_keys[] = {"textfile", "every", NULL};
@@ -136,6 +143,7 @@ SaConfig *sa_config_new_default(void)
     cfg->layout = SA_LAYOUT_NODE;
     cfg->custom = NULL;
     sa_policy_config_init(&cfg->policy);
+    sa_rebalance_config_init(&cfg->rebalance);
     cfg->manage = SA_MANAGE_ALL;
     cfg->hook_strict = false;
     cfg->qmp_sockets = g_new0(char *, 1);
@@ -523,6 +531,25 @@ static bool get_smoothing(const Loader *l, double *out, GError **error)
     return true;
 }
 
+/* Window at least a minute (the rebalance needs a long view), at most a day. */
+#define REBALANCE_WINDOW_MS_MIN 60000
+#define REBALANCE_WINDOW_MS_MAX 86400000
+
+static bool load_rebalance(const Loader *l, SaConfig *cfg, GError **error)
+{
+    static const char *const switches[] = {"auto", "off", NULL};
+    int on = -1;
+
+    if (!get_choice(l, "policy", "rebalance", switches, &on, error))
+        return false;
+    if (on >= 0)
+        cfg->rebalance.enabled = on == 0;
+    return get_uint(l, "policy", "rebalance_window_ms", REBALANCE_WINDOW_MS_MIN,
+                    REBALANCE_WINDOW_MS_MAX, &cfg->rebalance.window_ms, NULL, error) &&
+           get_uint(l, "policy", "rebalance_max_moves_per_hour", 0, SA_REBALANCE_MAX_MOVES,
+                    &cfg->rebalance.max_moves_per_hour, NULL, error);
+}
+
 static bool load_policy(const Loader *l, SaConfig *cfg, GError **error)
 {
     static const char *const manages[] = {"all", "explicit", NULL};
@@ -538,7 +565,7 @@ static bool load_policy(const Loader *l, SaConfig *cfg, GError **error)
         cfg->manage = manage_values[manage];
     if (!get_uint(l, "policy", "dwell_ms", 0, DWELL_MS_MAX, &cfg->policy.dwell_ms, NULL, error))
         return false;
-    if (!get_smoothing(l, &cfg->policy.smoothing, error))
+    if (!get_smoothing(l, &cfg->policy.smoothing, error) || !load_rebalance(l, cfg, error))
         return false;
     if (!get_uint(l, "policy", "max_holdoff_ms", 0, MAX_HOLDOFF_MS_MAX, &cfg->policy.max_holdoff_ms,
                   &holdoff_given, error))
@@ -1076,6 +1103,10 @@ static void put_policy_to_qmp(GKeyFile *kf, const SaConfig *cfg)
     g_key_file_set_uint64(kf, "policy", "dwell_ms", cfg->policy.dwell_ms);
     g_key_file_set_value(kf, "policy", "smoothing", smoothing);
     g_key_file_set_uint64(kf, "policy", "max_holdoff_ms", cfg->policy.max_holdoff_ms);
+    g_key_file_set_value(kf, "policy", "rebalance", cfg->rebalance.enabled ? "auto" : "off");
+    g_key_file_set_uint64(kf, "policy", "rebalance_window_ms", cfg->rebalance.window_ms);
+    g_key_file_set_uint64(kf, "policy", "rebalance_max_moves_per_hour",
+                          cfg->rebalance.max_moves_per_hour);
     g_key_file_set_boolean(kf, "hook", "strict", cfg->hook_strict);
     g_key_file_set_string_list(kf, "qmp", "sockets", (const char *const *)cfg->qmp_sockets,
                                g_strv_length(cfg->qmp_sockets));

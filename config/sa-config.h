@@ -78,7 +78,9 @@ typedef struct {
     char *custom;    /* "0-15;16-31" (layout=custom), NULL otherwise */
     /* [policy] softness, manage, dwell_ms, smoothing, max_holdoff_ms */
     SaPolicyConfig policy;
-    SaManage manage; /* all */
+    SaManage manage;             /* all */
+    SaRebalanceConfig rebalance; /* rebalance=auto, rebalance_window_ms=600000,
+                                    rebalance_max_moves_per_hour=2 (policies/rebalance.c) */
     /* [hook] */
     bool hook_strict; /* false */
     /* [qmp] */

@@ -111,6 +111,7 @@ typedef struct {
 
 struct SaCore {
     SaConfig *cfg;
+    SaRebalanceState *rebalance; /* homes rebalance (tick.c); restarted on reload */
     SaTopology *topo;
     bool dry_run;
     bool stopping;

@@ -21,6 +21,7 @@ SaCore *sa_core_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **erro
     core->started_us = g_get_real_time();
     sa_actuator_init(core);
     core->mover = sa_mover_new(&sa_mover_host_ops, NULL, cfg->memory_rate_mib_s, true);
+    core->rebalance = sa_rebalance_state_new();
     /* Prime the CPU sampler so the first tick has an interval. */
     sa_stat_sampler_sample(core->stat, core->loads, NULL);
     core->last_sample_us = g_get_monotonic_time();
@@ -37,6 +38,7 @@ void sa_core_free(SaCore *core)
         sa_core_remove(core, g_ptr_array_index(vms, i));
     sa_actuator_clear(core);
     sa_mover_free(core->mover);
+    sa_rebalance_state_free(core->rebalance);
     g_clear_pointer(&core->sorted, g_ptr_array_unref);
     g_ptr_array_unref(core->tick_vms);
     g_ptr_array_unref(core->tick_pvms);
@@ -59,6 +61,9 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
     sa_mover_set_rate(core->mover, cfg->memory_rate_mib_s);
     g_free(core->usage);
     core->usage = g_new0(SaPartitionUsage, topo->partitions->len);
+    /* What the rebalance watched was about the old partitions. */
+    sa_rebalance_state_free(core->rebalance);
+    core->rebalance = sa_rebalance_state_new();
     /* Partition ids may mean something else now: decide every home again. Counters go on. */
     g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
     for (guint i = 0; i < vms->len; i++)

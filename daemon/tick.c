@@ -166,6 +166,22 @@ static void follow_home(SaCore *core, SaVm *vm)
     sa_mover_set_home(core->mover, vm->key, vm->name, vm->facts->pid, node, follow);
 }
 
+/* A partition over-committed for long while another is under-used: the cheapest auto VM gets
+ * a new home (policies/rebalance.c). It is its assigned home from the next tick on, written to
+ * its settings like any automatic home, and its memory follows. */
+static void rebalance(SaCore *core, gint64 now_us)
+{
+    GPtrArray *pvms = core->tick_pvms;
+    SaRebalanceMove move;
+    if (!core->cfg->rebalance.enabled || core->dry_run ||
+        !sa_rebalance_step(&core->cfg->rebalance, core->rebalance, core->topo, core->usage,
+                           (SaPolicyVm *const *)pvms->pdata, pvms->len, now_us / 1000, &move))
+        return;
+    SaVm *vm = g_ptr_array_index(core->tick_vms, move.vm);
+    g_info("%s: %s", vm->name, move.reason);
+    vm->settings.assigned = (int)move.to;
+}
+
 static void write_metrics(SaCore *core)
 {
     const SaConfig *cfg = core->cfg;
@@ -198,6 +214,7 @@ void sa_core_tick(SaCore *core)
 
     GPtrArray *managed = sample_managed(core);
     run_policy(core, interval_ns, now);
+    rebalance(core, now);
     for (guint i = 0; i < managed->len; i++)
         account_vm(core, g_ptr_array_index(managed, i), interval_ns);
     for (guint i = 0; i < managed->len; i++) {

@@ -189,6 +189,9 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "#dwell_ms=2000",
         "#smoothing=0.5",
         "#max_holdoff_ms=30000",
+        "#rebalance=auto",
+        "#rebalance_window_ms=600000",
+        "#rebalance_max_moves_per_hour=2",
         "[hook]",
         "#strict=false",
         "[qmp]",
@@ -351,7 +354,13 @@ static const struct {
      "NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
-     "smoothing, max_holdoff_ms)"},
+     "smoothing, max_holdoff_ms, rebalance, rebalance_window_ms, rebalance_max_moves_per_hour)"},
+    {"[policy]\nrebalance=on\n", SA_ERROR_CONFIG,
+     "@: [policy] rebalance=on: not one of auto, off"},
+    {"[policy]\nrebalance_window_ms=59999\n", SA_ERROR_CONFIG,
+     "@: [policy] rebalance_window_ms=59999: out of range (allowed: 60000-86400000)"},
+    {"[policy]\nrebalance_max_moves_per_hour=17\n", SA_ERROR_CONFIG,
+     "@: [policy] rebalance_max_moves_per_hour=17: out of range (allowed: 0-16)"},
     {"[daemon]\nlayout=node\n", SA_ERROR_CONFIG,
      "@: [daemon] layout=node: unknown key (known in [daemon]: interval_ms, uri, socket, "
      "backend, command_timeout_ms, stop_timeout_ms)"},
@@ -776,7 +785,8 @@ static void test_dropin_errors(Fixture *f, gconstpointer data)
         {"[policy]\nsoftness=101\n", "@: [policy] softness=101: out of range (allowed: 0-100)"},
         {"[policy]\nsofness=4\n",
          "@: [policy] sofness=4: unknown key (known in [policy]: softness, manage, dwell_ms, "
-         "smoothing, max_holdoff_ms)"},
+         "smoothing, max_holdoff_ms, rebalance, rebalance_window_ms, "
+         "rebalance_max_moves_per_hour)"},
         {"[policy]\nsoftness=1\nsoftness=2\n",
          "@: [policy] softness=2: key given more than once in [policy]"},
         {"[polcy]\nsoftness=1\n", "@: [polcy]: unknown group (known: daemon, partitions, policy, "

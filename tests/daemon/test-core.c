@@ -575,6 +575,47 @@ static void test_per_thread_own(Fx *fx, gconstpointer data)
     g_assert_cmpstr(restored, ==, "vcpus=3;0-3 emulator=1-2 io1=2-3 io2=0-3");
 }
 
+/* Homes rebalance: two busy auto VMs homed (assigned) on node 0's two CPUs with 2 vCPUs each
+ * over-commit it while node 1 idles; after the window one of them gets node 1 as its home: it is
+ * pinned there and the home is written, once. With rebalance=off nothing moves. */
+static guint run_rebalance(Fx *fx, bool enabled, TVm **out_a, TVm **out_b)
+{
+    SaConfig *cfg = (SaConfig *)sa_core_config(fx->core);
+    cfg->rebalance.enabled = enabled;
+    cfg->rebalance.window_ms = 300;
+    TVm *a = add_vm(fx, "a", 2, -1, 1.0);
+    TVm *b = add_vm(fx, "b", 2, -1, 1.0);
+    for (guint k = 0; k < 2; k++) {
+        TVm *v = k ? b : a;
+        g_autoptr(SaVmFacts) f = vm_facts(v, v->key + 4, -1);
+        f->settings.assigned = 0;
+        sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
+    }
+    step(fx, 60); /* 0.9 s: three windows */
+    *out_a = a;
+    *out_b = b;
+    return count_in_log(": rebalance: home of ");
+}
+
+static void test_rebalance(Fx *fx, gconstpointer data)
+{
+    TVm *a, *b;
+    g_assert_cmpuint(run_rebalance(fx, true, &a, &b), ==, 1);
+    /* The cheapest by name: a. It lives on node 1 now; b stays home on node 0. */
+    g_assert_cmpint(rec_vm_last_assigned(a->rec), ==, 1);
+    g_autofree char *va = rec_vm_last_vcpus(a->rec);
+    g_assert_true(g_str_has_prefix(va, "2"));
+    g_assert_cmpint(core_vm(fx, b)->pvm.st.home, ==, 0);
+}
+
+static void test_rebalance_off(Fx *fx, gconstpointer data)
+{
+    TVm *a, *b;
+    g_assert_cmpuint(run_rebalance(fx, false, &a, &b), ==, 0);
+    g_assert_cmpint(core_vm(fx, a)->pvm.st.home, ==, 0);
+    g_assert_cmpint(core_vm(fx, b)->pvm.st.home, ==, 0);
+}
+
 /* A new QEMU process behind a known key is a new VM: its decisions start over. */
 static void test_new_process(Fx *fx, gconstpointer data)
 {
@@ -1297,6 +1338,8 @@ int main(int argc, char **argv)
     ADD("/core/discover", test_discover);
     ADD("/core/per-thread-own", test_per_thread_own);
     ADD("/core/new-process", test_new_process);
+    ADD("/core/rebalance", test_rebalance);
+    ADD("/core/rebalance-off", test_rebalance_off);
     ADD("/core/rule", test_rule);
     ADD("/core/memory/home-change", test_core_memory_home_change);
     ADD("/core/memory/burst", test_core_memory_burst);
