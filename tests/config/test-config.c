@@ -355,8 +355,7 @@ static const struct {
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms, rebalance, rebalance_window_ms, rebalance_max_moves_per_hour)"},
-    {"[policy]\nrebalance=on\n", SA_ERROR_CONFIG,
-     "@: [policy] rebalance=on: not one of auto, off"},
+    {"[policy]\nrebalance=on\n", SA_ERROR_CONFIG, "@: [policy] rebalance=on: not one of auto, off"},
     {"[policy]\nrebalance_window_ms=59999\n", SA_ERROR_CONFIG,
      "@: [policy] rebalance_window_ms=59999: out of range (allowed: 60000-86400000)"},
     {"[policy]\nrebalance_max_moves_per_hour=17\n", SA_ERROR_CONFIG,
