@@ -30,21 +30,6 @@ SaCpuSet *sa_facts_vcpu_own(const SaVmFacts *facts, guint i, const SaCpuSet *onl
     return pin ? sa_cpuset_copy(pin) : sa_facts_default_own(facts, online);
 }
 
-SaCpuSet *sa_facts_allowed(const SaVmFacts *facts, const SaCpuSet *online)
-{
-    SaCpuSet *allowed = sa_cpuset_new();
-    for (guint i = 0; i < facts->n_vcpus; i++) {
-        g_autoptr(SaCpuSet) own = sa_facts_vcpu_own(facts, i, online);
-        sa_cpuset_union(allowed, own);
-    }
-    if (facts->n_vcpus == 0) {
-        g_autoptr(SaCpuSet) own = sa_facts_default_own(facts, online);
-        sa_cpuset_union(allowed, own);
-    }
-    sa_cpuset_intersect(allowed, online);
-    return allowed;
-}
-
 SaCpuSet *sa_narrow(const SaCpuSet *policy, const SaCpuSet *own)
 {
     SaCpuSet *set = sa_cpuset_copy(own);
@@ -135,6 +120,22 @@ static GPtrArray *iothread_own_sets(const SaVmFacts *facts, const SaCpuSet *onli
     return sets;
 }
 
+/* The VM's allowed set: online ∩ the union of its vCPUs' own sets (own_sets: the distinct
+ * ones). */
+static SaCpuSet *allowed_of(const SaVmFacts *facts, const GPtrArray *own_sets,
+                            const SaCpuSet *online)
+{
+    SaCpuSet *allowed = sa_cpuset_new();
+    for (guint k = 0; k < own_sets->len; k++)
+        sa_cpuset_union(allowed, g_ptr_array_index(own_sets, k));
+    if (facts->n_vcpus == 0) {
+        g_autoptr(SaCpuSet) own = sa_facts_default_own(facts, online);
+        sa_cpuset_union(allowed, own);
+    }
+    sa_cpuset_intersect(allowed, online);
+    return allowed;
+}
+
 void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *online,
                  const char *settings_name, SaJudgement *out)
 {
@@ -146,8 +147,8 @@ void sa_judge_vm(const SaVmFacts *facts, const SaConfig *cfg, const SaCpuSet *on
     else if (rule)
         sa_rule_settings(rule, &out->settings);
     out->rule = rule ? g_strdup(rule->name) : NULL;
-    out->allowed = sa_facts_allowed(facts, online);
     vcpu_own_sets(facts, online, out);
+    out->allowed = allowed_of(facts, out->own_sets, online);
     out->emulator_allowed = facts->emulator_pin ? sa_cpuset_copy(facts->emulator_pin)
                                                 : sa_facts_default_own(facts, online);
     out->iothread_allowed = iothread_own_sets(facts, online);

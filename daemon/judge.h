@@ -35,8 +35,6 @@ SaCpuSet *sa_facts_vcpu_own(const SaVmFacts *facts, guint i, const SaCpuSet *onl
 /* The emulator's own set, and an unpinned I/O thread's (libvirt's default for both): <vcpu
  * cpuset> ∩ online, else every online CPU. */
 SaCpuSet *sa_facts_default_own(const SaVmFacts *facts, const SaCpuSet *online);
-/* The VM's allowed set: online ∩ the union of its vCPUs' own sets. */
-SaCpuSet *sa_facts_allowed(const SaVmFacts *facts, const SaCpuSet *online);
 /* What one thread gets: the policy's set within the thread's own set; the own set alone when
  * they share no CPU (softaff only ever narrows what the VM allows). */
 SaCpuSet *sa_narrow(const SaCpuSet *policy, const SaCpuSet *own);

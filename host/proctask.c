@@ -12,9 +12,6 @@
 #include "sa-error.h"
 #include "sa-paths.h"
 
-/* Field 22 "starttime" counted from field 3, the first after the ')' ending the name. */
-#define STARTTIME_AFTER_NAME (22 - 3)
-
 bool sa_process_has_task(pid_t pid, pid_t tid)
 {
     if (pid <= 0 || tid <= 0)
@@ -22,27 +19,6 @@ bool sa_process_has_task(pid_t pid, pid_t tid)
     g_autofree char *path = sa_proc_path("%d/task/%d", (int)pid, (int)tid);
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-guint64 sa_process_start_time(pid_t pid)
-{
-    g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
-    g_autofree char *text = NULL;
-    if (pid <= 0 || !g_file_get_contents(path, &text, NULL, NULL))
-        return 0;
-    const char *end = strrchr(text, ')');
-    if (!end)
-        return 0;
-    g_auto(GStrv) fields = g_strsplit_set(end + 1, " \n", -1);
-    guint n = 0;
-    for (char **f = fields; *f; f++) {
-        if (**f == '\0')
-            continue;
-        guint64 v = 0;
-        if (n++ == STARTTIME_AFTER_NAME)
-            return g_ascii_string_to_unsigned(*f, 10, 0, G_MAXUINT64, &v, NULL) ? v : 0;
-    }
-    return 0;
 }
 
 /* One directory: owned by root or owner, writable by nobody else. */

@@ -15,6 +15,7 @@
 #include "sa-cpuset.h"
 #include "sa-error.h"
 #include "sa-paths.h"
+#include "sa-proctask.h"
 
 #define STAT_PROCESSOR_FIELD 39 /* proc(5): "processor", CPU number last executed on */
 #define READ_BUFFER 2048
@@ -301,15 +302,45 @@ static int compare_pids(gconstpointer a, gconstpointer b)
     return x < y ? -1 : x > y;
 }
 
-char sa_process_state(pid_t pid)
+/* The fields of /proc/PID/stat after comm (field 3 on), split on blanks; NULL when it cannot be
+ * read. comm may hold spaces and ')': the fields start after the last ')'. */
+static GStrv process_stat_fields(pid_t pid)
 {
     g_autofree char *path = sa_proc_path("%d/stat", (int)pid);
     g_autofree char *text = NULL;
 
-    if (!g_file_get_contents(path, &text, NULL, NULL))
-        return 0;
+    if (pid <= 0 || !g_file_get_contents(path, &text, NULL, NULL))
+        return NULL;
     const char *end = strrchr(text, ')');
-    return end && end[1] == ' ' ? end[2] : 0;
+    if (!end || end[1] != ' ')
+        return NULL;
+    g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+    g_auto(GStrv) words = g_strsplit_set(end + 1, " \n", -1);
+    for (char **w = words; *w; w++)
+        if (**w != '\0')
+            g_strv_builder_add(b, *w);
+    return g_strv_builder_end(b);
+}
+
+char sa_process_state(pid_t pid)
+{
+    g_auto(GStrv) fields = process_stat_fields(pid);
+    return fields && fields[0] ? fields[0][0] : 0;
+}
+
+/* Field 22 "starttime" is the 20th after comm. */
+#define STAT_STARTTIME_AFTER_COMM (22 - 3)
+
+guint64 sa_process_start_time(pid_t pid)
+{
+    g_auto(GStrv) fields = process_stat_fields(pid);
+    guint64 v = 0;
+    if (!fields || g_strv_length(fields) <= STAT_STARTTIME_AFTER_COMM)
+        return 0;
+    return g_ascii_string_to_unsigned(fields[STAT_STARTTIME_AFTER_COMM], 10, 0, G_MAXUINT64, &v,
+                                      NULL)
+               ? v
+               : 0;
 }
 
 GArray *sa_process_list_threads(pid_t pid, GError **error)
