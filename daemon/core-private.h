@@ -214,6 +214,9 @@ typedef struct {
                         GError **error);
     bool (*move_pages)(gpointer data, pid_t pid, gulong count, void **pages, int node, int *status,
                        GError **error);
+    /* migrate_pages(2): every page of the process on other nodes to node, in one call; the
+     * pages not moved, or -1 with *error. Used only where move_pages cannot see the pages. */
+    long (*migrate_all)(gpointer data, pid_t pid, int node, GError **error);
 } SaMoverOps;
 
 /* The real host. Refuses to move while SOFTAFF_PROC_ROOT points at a fake /proc: its pids are
