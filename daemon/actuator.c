@@ -5,12 +5,20 @@
  * overtake a pin. A waiting pin or write is replaced by a newer one (only the latest decision
  * matters). A command that misses its deadline ([daemon] command_timeout_ms) is left to finish:
  * the lane is stalled, the VM is shown so and gets no new command until it answers; other lanes
- * go on. Results come back to the main loop, where the core's state is changed. */
+ * go on. Results come back to the main loop, where the core's state is changed.
+ *
+ * A retreat does not wait for its lane: a pin that only narrows a vCPU thread's set (the new set
+ * within what the thread has now) is applied at once on the main loop with sched_setaffinity
+ * (microseconds; narrowing within the thread's cpuset cgroup always succeeds), then the
+ * backend's pin is queued as always, so its view (libvirt's cgroups and live pinning) becomes
+ * true right after. A widening never takes this path: the backend must widen the cgroup first. */
 #define G_LOG_DOMAIN "softaffd"
 
+#include "actuator.h"
 #include "core-private.h"
 #include "judge.h"
 #include "sa-error.h"
+#include "sa-proctask.h"
 
 /* A transient error is logged when it differs from the last one, else at most this often. */
 #define ERROR_REPEAT_US (60 * G_USEC_PER_SEC)
@@ -73,7 +81,22 @@ struct SaLane {
     gint64 stalled_since; /* g_get_real_time() when the running command started */
     guint64 generation;   /* bumped when its VM is forgotten: older results are stale */
     bool attached;        /* a VM uses it */
+    pid_t pid;            /* the QEMU process the fast path saw first ... */
+    guint64 start_time;   /* ... and its start time: the same process, not a reused pid */
 };
+
+/* The actuator's own state beyond SaCore's fields; it hangs off its pool (the pool's
+ * user_data), which only the actuator uses. */
+typedef struct {
+    const SaAffinityOps *affinity; /* NULL: no fast narrowing */
+    gpointer affinity_data;
+    SaFastStats fast;
+} ActState;
+
+static ActState *act_state(const SaCore *core)
+{
+    return core->pool->user_data;
+}
 
 /* ---- lanes ---- */
 
@@ -360,6 +383,87 @@ static void lane_drop(SaCore *core, SaLane *lane, int kind)
     }
 }
 
+/* ---- narrowing at once ---- */
+
+static int host_get_affinity(gpointer data, pid_t tid, SaCpuSet **out)
+{
+    return sa_thread_get_affinity(tid, out);
+}
+
+static int host_set_affinity(gpointer data, pid_t tid, const SaCpuSet *set)
+{
+    return sa_thread_set_affinity(tid, set);
+}
+
+const SaAffinityOps sa_affinity_host_ops = {
+    .get = host_get_affinity,
+    .set = host_set_affinity,
+};
+
+void sa_actuator_set_affinity_ops(SaCore *core, const SaAffinityOps *ops, gpointer data)
+{
+    act_state(core)->affinity = ops;
+    act_state(core)->affinity_data = data;
+}
+
+void sa_actuator_fast_stats(const SaCore *core, SaFastStats *out)
+{
+    *out = act_state(core)->fast;
+}
+
+/* Whether pid is still the process the lane first saw (a pid is reused after an exit). */
+static bool lane_same_process(SaLane *lane, pid_t pid)
+{
+    if (lane->pid != pid) {
+        lane->pid = pid;
+        lane->start_time = sa_process_start_time(pid);
+        return true;
+    }
+    return sa_process_start_time(pid) == lane->start_time;
+}
+
+/* Gives thread tid (vCPU vcpu of vm) the set want at once when that narrows what it has. */
+static void narrow_thread(ActState *st, const SaVm *vm, guint vcpu, pid_t tid, const SaCpuSet *want)
+{
+    g_autoptr(SaCpuSet) now = NULL;
+    if (tid <= 0 || sa_cpuset_is_empty(want))
+        return;
+    if (!sa_process_has_task(vm->facts->pid, tid)) {
+        g_debug("%s: vCPU %u: thread %d is no longer one of process %d: not narrowed at once",
+                vm->name, vcpu, (int)tid, (int)vm->facts->pid);
+        return;
+    }
+    int err = st->affinity->get(st->affinity_data, tid, &now);
+    if (err == 0 && (sa_cpuset_equal(now, want) || !sa_cpuset_is_subset(want, now)))
+        return; /* nothing to do, or a widening: the backend widens the cgroup first */
+    if (err == 0)
+        err = st->affinity->set(st->affinity_data, tid, want);
+    if (err != 0) {
+        st->fast.failed++;
+        g_debug("%s: vCPU %u: narrowing thread %d at once failed: %s; its pin follows", vm->name,
+                vcpu, (int)tid, g_strerror(err));
+        return;
+    }
+    st->fast.narrowed++;
+    g_autofree char *text = sa_cpuset_format(want);
+    g_debug("%s: vCPU %u: thread %d narrowed at once to %s", vm->name, vcpu, (int)tid, text);
+}
+
+/* The job's vCPU sets, on the threads the sampling knows, wherever they narrow. */
+static void narrow_now(SaCore *core, SaVm *vm, const Job *job)
+{
+    ActState *st = act_state(core);
+    const GPtrArray *threads = vm->sampling.threads;
+    if (!st->affinity || !threads || vm->facts->pid <= 0 ||
+        !lane_same_process(vm->lane, vm->facts->pid))
+        return;
+    for (guint i = 0; i < job->vcpus->len && i < threads->len; i++) {
+        const SaThreadSampler *t = g_ptr_array_index(threads, i);
+        if (t)
+            narrow_thread(st, vm, i, sa_thread_sampler_tid(t), g_ptr_array_index(job->vcpus, i));
+    }
+}
+
 /* ---- what the core asks ---- */
 
 void sa_actuator_pin(SaCore *core, SaVm *vm)
@@ -372,6 +476,7 @@ void sa_actuator_pin(SaCore *core, SaVm *vm)
     job_set_threads(job, vm, st->vcpus, st->emulator ? st->emulator : st->vcpus);
     vm->act.outstanding = job->seq;
     vm->act.touched = true;
+    narrow_now(core, vm, job);
     lane_push(core, vm->lane, job);
 }
 
@@ -685,7 +790,11 @@ bool sa_core_settle(SaCore *core, guint timeout_ms)
 void sa_actuator_init(SaCore *core)
 {
     core->lanes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)lane_unref);
-    core->pool = g_thread_pool_new(job_run, NULL, WORKERS, FALSE, NULL);
+    ActState *st = g_new0(ActState, 1);
+    /* A fake /proc's thread ids may be any threads of this host. */
+    const char *proc_root = g_getenv("SOFTAFF_PROC_ROOT");
+    st->affinity = proc_root && proc_root[0] ? NULL : &sa_affinity_host_ops;
+    core->pool = g_thread_pool_new(job_run, st, WORKERS, FALSE, NULL);
 }
 
 void sa_actuator_clear(SaCore *core)
@@ -704,6 +813,8 @@ void sa_actuator_clear(SaCore *core)
         lane_drop(core, lane, -1);
         lane->core = NULL; /* results still to come are dropped */
     }
+    ActState *st = act_state(core);
     g_thread_pool_free(core->pool, TRUE, FALSE);
+    g_free(st);
     g_hash_table_unref(core->lanes);
 }
