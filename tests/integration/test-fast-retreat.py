@@ -3,15 +3,16 @@
 
 Partitions 0 = CPU 0 and 1 = CPU 1 (layout=custom), tick 500 ms, softness 50.
 Guest A (2 vCPUs, home 1), guest B (2 vCPUs, home 0).
+Three rounds of:
   1. A busy (2 threads), B idle: A bursts onto CPUs 0-1.
   2. B starts 2 threads. One Python thread polls every 2 ms the affinity of A's vCPU threads
      (sched_getaffinity) and the cpuset.cpus of their libvirt cgroups: it records when no vCPU
      of A may run on CPU 0 any more (the kernel's view) and when libvirt's cgroups say so.
      Printed: from B's acknowledgement ("ok 2") to each, and the gap between them (what the
      fast narrowing saves; libvirt's pin writes the cgroup first, then the affinity).
-  3. A is back on CPU 1; softaffd logged the narrowing at once (--verbose), and libvirt's view
-     agrees (`virsh vcpupin --live` and `virsh vcpuinfo`).
-  4. SIGTERM: softaffd exits 0 and every vCPU is back on its own set, in libvirt's view too.
+  3. A is back on CPU 1; softaffd logged the narrowing at once of each vCPU (--verbose), and
+     libvirt's view agrees (`virsh vcpupin --live` and `virsh vcpuinfo`). B goes idle.
+Then SIGTERM: softaffd exits 0 and every vCPU is back on its own set, in libvirt's view too.
 No timing bound is asserted (the host is shared): the figures are printed."""
 
 import os
@@ -25,6 +26,8 @@ import softaff_testlib as T  # noqa: E402
 INTERVAL = 0.5
 POLL = 0.002
 BURST_ATTEMPTS = 5
+ROUNDS = 3
+MAX_HOLDOFF_MS = 4000  # the back-off after a forced retreat: rounds stay short
 
 
 def other_daemons(mine=None):
@@ -50,6 +53,14 @@ def wait_alone(timeout=300):
             T.skip("another softaffd has been running for %ds (%s): it would manage these "
                    "guests too" % (timeout, other_daemons()))
         time.sleep(2)
+
+
+def assert_alone(daemon, what):
+    """Skip (like a busy host) when another softaffd runs now: it manages these guests too
+    (they carry softaff metadata) and takes this daemon's pins for the user's."""
+    others = other_daemons(daemon)
+    if others:
+        T.skip("another softaffd (pids %s) ran during %s: run this test alone" % (others, what))
 
 
 def cpuset_file(pid, tid):
@@ -108,7 +119,8 @@ def start():
     wait_alone()
     T.wait_host_quiet()
     cfg, sock = T.write_config(interval_ms=int(INTERVAL * 1000), layout="custom", custom="0;1",
-                               softness=50, manage="explicit")
+                               softness=50, manage="explicit",
+                               extra={"policy": {"max_holdoff_ms": MAX_HOLDOFF_MS}})
     daemon = T.Daemon(cfg, socket_path=sock, args=["--verbose"])
     a = T.Guest("A", vcpus=2, metadata=T.softaff_metadata(preferred=1))
     b = T.Guest("B", vcpus=2, metadata=T.softaff_metadata(preferred=0))
@@ -134,7 +146,7 @@ def burst(a):
         T.wait_host_quiet()
         a.set_load(2)
         try:
-            el = a.wait_affinity({0, 1}, 10)
+            el = a.wait_affinity({0, 1}, MAX_HOLDOFF_MS / 1000.0 + 6)
             T.log("A on 0-1 after %.3fs" % el)
             return
         except AssertionError as e:
@@ -150,14 +162,16 @@ def assert_vcpupin(g, cpus):
             g.name, pins, T.format_cpulist(cpus))
 
 
-def main():
-    a, b, daemon = start()
+def one_round(a, b, daemon, n):
+    """Burst, B's load step, retreat; returns (ms to the kernel's view, ms to libvirt's)."""
+    assert_alone(daemon, "round %d" % n)
     burst(a)
     pid, tids = a.pid(), list(a.vcpu_tids().values())
     cpusets = [p for p in (cpuset_file(pid, t) for t in tids) if p]
     if len(cpusets) != len(tids):
         T.log("no cpuset cgroup per vCPU thread here: libvirt's time is not measured")
         cpusets = []
+    log_mark = len(daemon.log_text())
     poller = Poller(tids, cpusets)
     poller.start()
     b.set_load(2)
@@ -165,24 +179,40 @@ def main():
     poller.join(15)
     poller.stop = True
     daemon.check_alive()
+    assert_alone(daemon, "round %d" % n)
     assert poller.t_kernel is not None, \
         "A did not leave CPU 0 within 15 s of B's load: %s" % a.affinity_text()
-    msg = "retreat: A's vCPUs off CPU 0 %.1f ms after B's ack" % ((poller.t_kernel - t_ack) * 1e3)
-    if poller.t_cgroup is not None:
-        msg += "; libvirt's cgroups %.1f ms after it (%.1f ms after the kernel's view)" % (
-            (poller.t_cgroup - t_ack) * 1e3, (poller.t_cgroup - poller.t_kernel) * 1e3)
-    T.log(msg)
+    kernel = (poller.t_kernel - t_ack) * 1e3
+    cgroup = (poller.t_cgroup - t_ack) * 1e3 if poller.t_cgroup is not None else None
+    T.log("round %d: A's vCPUs off CPU 0 %.1f ms after B's ack%s" % (
+        n, kernel, "" if cgroup is None else
+        "; libvirt's cgroups %.1f ms after it (%.1f ms after the kernel's view)" % (
+            cgroup, cgroup - kernel)))
     T.wait_until(lambda: a.all_on({1}), 5, what=lambda: "A on 1 (%s)" % a.affinity_text())
-    narrowed = [ln for ln in daemon.log_text().splitlines() if "narrowed at once" in ln]
-    assert narrowed, "softaffd did not narrow A's vCPUs at once (no 'narrowed at once' in its log)"
-    T.log("softaffd: %s" % narrowed[-1].strip())
+    narrowed = [ln for ln in daemon.log_text()[log_mark:].splitlines()
+                if ln.rstrip().endswith("narrowed at once to 1") and a.name in ln]
+    assert len(narrowed) == a.vcpus, \
+        "softaffd did not narrow each of A's vCPUs at once: %s" % (narrowed or "none logged")
     # libvirt's pin follows the fast narrowing: its live view must agree.
     T.wait_until(lambda: all(p == {1} for p in a.vcpupin_info().values()), 5,
                  what=lambda: "virsh vcpupin --live of A: %s" % a.vcpupin_info())
     assert_vcpupin(a, {1})
     T.assert_libvirt_agrees(a)
     assert b.all_on({0}), "B left its home: %s" % b.affinity_text()
+    b.set_load(0)
+    return kernel, cgroup
 
+
+def main():
+    a, b, daemon = start()
+    results = [one_round(a, b, daemon, n) for n in range(1, ROUNDS + 1)]
+    kernel = sorted(r[0] for r in results)
+    T.log("B's ack to A off CPU 0 (ms): %s; median %.1f" % (
+        ", ".join("%.1f" % r[0] for r in results), kernel[len(kernel) // 2]))
+    gaps = sorted(r[1] - r[0] for r in results if r[1] is not None)
+    if gaps:
+        T.log("libvirt's cgroups after the kernel's view (ms): %s; median %.1f" % (
+            ", ".join("%.1f" % g for g in gaps), gaps[len(gaps) // 2]))
     a.set_load(0)
     b.set_load(0)
     rc = daemon.stop()
