@@ -11,7 +11,9 @@
  * within what the thread has now) is applied at once on the main loop with sched_setaffinity
  * (microseconds; narrowing within the thread's cpuset cgroup always succeeds), then the
  * backend's pin is queued as always, so its view (libvirt's cgroups and live pinning) becomes
- * true right after. A widening never takes this path: the backend must widen the cgroup first. */
+ * true right after. A widening never takes this path: the backend must widen the cgroup first.
+ * Nor does anything before the backend's first pin of the process (since the last restore):
+ * that pin records the VM's own settings, which a backend may read from the threads. */
 #define G_LOG_DOMAIN "softaffd"
 
 #include "actuator.h"
@@ -81,7 +83,7 @@ struct SaLane {
     gint64 stalled_since; /* g_get_real_time() when the running command started */
     guint64 generation;   /* bumped when its VM is forgotten: older results are stale */
     bool attached;        /* a VM uses it */
-    pid_t pid;            /* the QEMU process the fast path saw first ... */
+    pid_t pinned_pid;     /* the process the backend pinned since the last restore, 0 none */
     guint64 start_time;   /* ... and its start time: the same process, not a reused pid */
 };
 
@@ -411,15 +413,20 @@ void sa_actuator_fast_stats(const SaCore *core, SaFastStats *out)
     *out = act_state(core)->fast;
 }
 
-/* Whether pid is still the process the lane first saw (a pid is reused after an exit). */
-static bool lane_same_process(SaLane *lane, pid_t pid)
+/* A pin of process pid succeeded: the backend has taken its record of the VM's own settings
+ * (the QMP backend reads them from the threads' affinity), so narrowing may go first now. */
+static void lane_pinned(SaLane *lane, pid_t pid)
 {
-    if (lane->pid != pid) {
-        lane->pid = pid;
-        lane->start_time = sa_process_start_time(pid);
-        return true;
-    }
-    return sa_process_start_time(pid) == lane->start_time;
+    if (lane->pinned_pid == pid || pid <= 0)
+        return;
+    lane->pinned_pid = pid;
+    lane->start_time = sa_process_start_time(pid);
+}
+
+/* Whether the backend pinned this very process (a pid is reused after an exit). */
+static bool lane_may_narrow(const SaLane *lane, pid_t pid)
+{
+    return pid > 0 && lane->pinned_pid == pid && sa_process_start_time(pid) == lane->start_time;
 }
 
 /* Gives thread tid (vCPU vcpu of vm) the set want at once when that narrows what it has. */
@@ -454,8 +461,7 @@ static void narrow_now(SaCore *core, SaVm *vm, const Job *job)
 {
     ActState *st = act_state(core);
     const GPtrArray *threads = vm->sampling.threads;
-    if (!st->affinity || !threads || vm->facts->pid <= 0 ||
-        !lane_same_process(vm->lane, vm->facts->pid))
+    if (!st->affinity || !threads || !lane_may_narrow(vm->lane, vm->facts->pid))
         return;
     for (guint i = 0; i < job->vcpus->len && i < threads->len; i++) {
         const SaThreadSampler *t = g_ptr_array_index(threads, i);
@@ -484,6 +490,7 @@ static void queue_restore(SaCore *core, SaVm *vm, bool for_shutdown)
 {
     lane_drop(core, vm->lane, JOB_PIN);
     lane_drop(core, vm->lane, JOB_WRITE_ASSIGNED);
+    vm->lane->pinned_pid = 0; /* the backend forgets its record when it gives them back */
     vm->act.outstanding = 0;
     vm->act.assigned_pending = false;
     if (!vm->act.touched || core->dry_run || !vm->lane->handle)
@@ -600,6 +607,7 @@ static void pin_done(SaCore *core, SaVm *vm, Job *job)
         return;
     }
     vm->act.applied = MAX(vm->act.applied, job->seq);
+    lane_pinned(vm->lane, job->cmd.pid);
     vm->act.retry_delay_ms = 0;
     vm->act.retry_at_us = 0;
     g_clear_pointer(&vm->act.last_error, g_free);
@@ -618,6 +626,7 @@ static void assigned_done(SaCore *core, SaVm *vm, Job *job)
 
 static void restore_done(SaCore *core, SaVm *vm, Job *job)
 {
+    job->lane->pinned_pid = 0; /* a pin that answered after the restore was queued set it */
     if (job->ok) {
         g_info("%s: restored: every thread back to its own set (vCPUs: %s)", job->name,
                job->allowed_text);

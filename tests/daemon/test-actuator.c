@@ -258,15 +258,14 @@ static void test_narrowing_at_once(Fx *fx, gconstpointer data)
     g_assert_cmpuint(fx->n_calls, ==, 4);
 }
 
-/* The first placement narrows every CPU to the home: at once too. */
-static void test_placement_at_once(Fx *fx, gconstpointer data)
+/* The first placement narrows every CPU to the home, but the backend's first pin goes alone: it
+ * records the VM's own settings, which a backend may read from the threads (QMP). Once it
+ * answered, a narrowing goes first. */
+static void test_first_pin_alone(Fx *fx, gconstpointer data)
 {
     TVm *a = add_vm(fx, "a", 2, 1, 0.2);
-    step(fx);
-    g_assert_cmpuint(fx->n_calls, ==, 2);
-    g_assert_cmpstr(fx->calls[0].set, ==, "2-3");
-    g_assert_cmpuint(fx->calls[0].pins, ==, 0);
     g_assert_cmpuint(step_until_pinned(fx, a, "2-3", 3), <=, 3);
+    g_assert_cmpuint(fx->n_calls, ==, 0);
 }
 
 /* A refused sched_setaffinity is counted; the backend's pin does the retreat. */
@@ -298,7 +297,7 @@ int main(int argc, char **argv)
     g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
 #define ADD(path, fn, data) g_test_add(path, Fx, data, fx_setup, fn, fx_teardown)
     ADD("/actuator/narrowing-at-once", test_narrowing_at_once, NULL);
-    ADD("/actuator/placement-at-once", test_placement_at_once, NULL);
+    ADD("/actuator/first-pin-alone", test_first_pin_alone, NULL);
     ADD("/actuator/failure-leaves-pin", test_failure_leaves_pin, NULL);
     ADD("/actuator/fake-proc-untouched", test_fake_proc_untouched, "host");
     return g_test_run();
