@@ -91,6 +91,7 @@ class Poller(threading.Thread):
         self.tids = tids
         self.cpusets = cpusets
         self.t_kernel = None
+        self.wall_kernel = None  # time.time() of t_kernel
         self.t_cgroup = None
         self.stop = False
 
@@ -108,9 +109,24 @@ class Poller(threading.Thread):
             if self.t_kernel is None and all(0 not in os.sched_getaffinity(t)
                                              for t in self.tids):
                 self.t_kernel = now
+                self.wall_kernel = time.time()
             if self.cpusets and self.t_cgroup is None and self.cgroup_off0():
                 self.t_cgroup = now
             time.sleep(POLL)
+
+
+def decision_delay(daemon, log_mark, name, wall):
+    """ms from softaffd's logged retreat decision for name (its local HH:MM:SS.mmm) to wall
+    (time.time()), None when the line is missing."""
+    lines = [ln for ln in daemon.log_text()[log_mark:].splitlines()
+             if name in ln and "-> vCPUs 1 (" in ln]
+    if not lines:
+        return None
+    hh, mm, ss = lines[0].split()[0].split(":")
+    logged = int(hh) * 3600 + int(mm) * 60 + float(ss)
+    t = time.localtime(wall)
+    now = t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec + (wall % 1)
+    return ((now - logged) % 86400) * 1e3
 
 
 def start():
@@ -184,10 +200,12 @@ def one_round(a, b, daemon, n):
         "A did not leave CPU 0 within 15 s of B's load: %s" % a.affinity_text()
     kernel = (poller.t_kernel - t_ack) * 1e3
     cgroup = (poller.t_cgroup - t_ack) * 1e3 if poller.t_cgroup is not None else None
-    T.log("round %d: A's vCPUs off CPU 0 %.1f ms after B's ack%s" % (
-        n, kernel, "" if cgroup is None else
-        "; libvirt's cgroups %.1f ms after it (%.1f ms after the kernel's view)" % (
-            cgroup, cgroup - kernel)))
+    decided = decision_delay(daemon, log_mark, a.name, poller.wall_kernel)
+    T.log("round %d: A's vCPUs off CPU 0 %.1f ms after B's ack (%s after softaffd's decision)%s"
+          % (n, kernel, "?" if decided is None else "%.1f ms" % decided,
+             "" if cgroup is None else
+             "; libvirt's cgroups %.1f ms after it (%.1f ms after the kernel's view)" % (
+                 cgroup, cgroup - kernel)))
     T.wait_until(lambda: a.all_on({1}), 5, what=lambda: "A on 1 (%s)" % a.affinity_text())
     narrowed = [ln for ln in daemon.log_text()[log_mark:].splitlines()
                 if ln.rstrip().endswith("narrowed at once to 1") and a.name in ln]
