@@ -5,12 +5,22 @@
  * overtake a pin. A waiting pin or write is replaced by a newer one (only the latest decision
  * matters). A command that misses its deadline ([daemon] command_timeout_ms) is left to finish:
  * the lane is stalled, the VM is shown so and gets no new command until it answers; other lanes
- * go on. Results come back to the main loop, where the core's state is changed. */
+ * go on. Results come back to the main loop, where the core's state is changed.
+ *
+ * A retreat does not wait for its lane: a pin that only narrows a vCPU thread's set (the new set
+ * within what the thread has now) is applied at once on the main loop with sched_setaffinity
+ * (microseconds; narrowing within the thread's cpuset cgroup always succeeds), then the
+ * backend's pin is queued as always, so its view (libvirt's cgroups and live pinning) becomes
+ * true right after. A widening never takes this path: the backend must widen the cgroup first.
+ * Nor does anything before the backend's first pin of the process (since the last restore):
+ * that pin records the VM's own settings, which a backend may read from the threads. */
 #define G_LOG_DOMAIN "softaffd"
 
+#include "actuator.h"
 #include "core-private.h"
 #include "judge.h"
 #include "sa-error.h"
+#include "sa-proctask.h"
 
 /* A transient error is logged when it differs from the last one, else at most this often. */
 #define ERROR_REPEAT_US (60 * G_USEC_PER_SEC)
@@ -73,7 +83,22 @@ struct SaLane {
     gint64 stalled_since; /* g_get_real_time() when the running command started */
     guint64 generation;   /* bumped when its VM is forgotten: older results are stale */
     bool attached;        /* a VM uses it */
+    pid_t pinned_pid;     /* the process the backend pinned since the last restore, 0 none */
+    guint64 start_time;   /* ... and its start time: the same process, not a reused pid */
 };
+
+/* The actuator's own state beyond SaCore's fields; it hangs off its pool (the pool's
+ * user_data), which only the actuator uses. */
+typedef struct {
+    const SaAffinityOps *affinity; /* NULL: no fast narrowing */
+    gpointer affinity_data;
+    SaFastStats fast;
+} ActState;
+
+static ActState *act_state(const SaCore *core)
+{
+    return core->pool->user_data;
+}
 
 /* ---- lanes ---- */
 
@@ -360,6 +385,91 @@ static void lane_drop(SaCore *core, SaLane *lane, int kind)
     }
 }
 
+/* ---- narrowing at once ---- */
+
+static int host_get_affinity(gpointer data, pid_t tid, SaCpuSet **out)
+{
+    return sa_thread_get_affinity(tid, out);
+}
+
+static int host_set_affinity(gpointer data, pid_t tid, const SaCpuSet *set)
+{
+    return sa_thread_set_affinity(tid, set);
+}
+
+const SaAffinityOps sa_affinity_host_ops = {
+    .get = host_get_affinity,
+    .set = host_set_affinity,
+};
+
+void sa_actuator_set_affinity_ops(SaCore *core, const SaAffinityOps *ops, gpointer data)
+{
+    act_state(core)->affinity = ops;
+    act_state(core)->affinity_data = data;
+}
+
+void sa_actuator_fast_stats(const SaCore *core, SaFastStats *out)
+{
+    *out = act_state(core)->fast;
+}
+
+/* A pin of process pid succeeded: the backend has taken its record of the VM's own settings
+ * (the QMP backend reads them from the threads' affinity), so narrowing may go first now. */
+static void lane_pinned(SaLane *lane, pid_t pid)
+{
+    if (lane->pinned_pid == pid || pid <= 0)
+        return;
+    lane->pinned_pid = pid;
+    lane->start_time = sa_process_start_time(pid);
+}
+
+/* Whether the backend pinned this very process (a pid is reused after an exit). */
+static bool lane_may_narrow(const SaLane *lane, pid_t pid)
+{
+    return pid > 0 && lane->pinned_pid == pid && sa_process_start_time(pid) == lane->start_time;
+}
+
+/* Gives thread tid (vCPU vcpu of vm) the set want at once when that narrows what it has. */
+static void narrow_thread(ActState *st, const SaVm *vm, guint vcpu, pid_t tid, const SaCpuSet *want)
+{
+    g_autoptr(SaCpuSet) now = NULL;
+    if (tid <= 0 || sa_cpuset_is_empty(want))
+        return;
+    if (!sa_process_has_task(vm->facts->pid, tid)) {
+        g_debug("%s: vCPU %u: thread %d is no longer one of process %d: not narrowed at once",
+                vm->name, vcpu, (int)tid, (int)vm->facts->pid);
+        return;
+    }
+    int err = st->affinity->get(st->affinity_data, tid, &now);
+    if (err == 0 && (sa_cpuset_equal(now, want) || !sa_cpuset_is_subset(want, now)))
+        return; /* nothing to do, or a widening: the backend widens the cgroup first */
+    if (err == 0)
+        err = st->affinity->set(st->affinity_data, tid, want);
+    if (err != 0) {
+        st->fast.failed++;
+        g_debug("%s: vCPU %u: narrowing thread %d at once failed: %s; its pin follows", vm->name,
+                vcpu, (int)tid, g_strerror(err));
+        return;
+    }
+    st->fast.narrowed++;
+    g_autofree char *text = sa_cpuset_format(want);
+    g_debug("%s: vCPU %u: thread %d narrowed at once to %s", vm->name, vcpu, (int)tid, text);
+}
+
+/* The job's vCPU sets, on the threads the sampling knows, wherever they narrow. */
+static void narrow_now(SaCore *core, SaVm *vm, const Job *job)
+{
+    ActState *st = act_state(core);
+    const GPtrArray *threads = vm->sampling.threads;
+    if (!st->affinity || !threads || !lane_may_narrow(vm->lane, vm->facts->pid))
+        return;
+    for (guint i = 0; i < job->vcpus->len && i < threads->len; i++) {
+        const SaThreadSampler *t = g_ptr_array_index(threads, i);
+        if (t)
+            narrow_thread(st, vm, i, sa_thread_sampler_tid(t), g_ptr_array_index(job->vcpus, i));
+    }
+}
+
 /* ---- what the core asks ---- */
 
 void sa_actuator_pin(SaCore *core, SaVm *vm)
@@ -372,6 +482,7 @@ void sa_actuator_pin(SaCore *core, SaVm *vm)
     job_set_threads(job, vm, st->vcpus, st->emulator ? st->emulator : st->vcpus);
     vm->act.outstanding = job->seq;
     vm->act.touched = true;
+    narrow_now(core, vm, job);
     lane_push(core, vm->lane, job);
 }
 
@@ -379,6 +490,7 @@ static void queue_restore(SaCore *core, SaVm *vm, bool for_shutdown)
 {
     lane_drop(core, vm->lane, JOB_PIN);
     lane_drop(core, vm->lane, JOB_WRITE_ASSIGNED);
+    vm->lane->pinned_pid = 0; /* the backend forgets its record when it gives them back */
     vm->act.outstanding = 0;
     vm->act.assigned_pending = false;
     if (!vm->act.touched || core->dry_run || !vm->lane->handle)
@@ -495,6 +607,7 @@ static void pin_done(SaCore *core, SaVm *vm, Job *job)
         return;
     }
     vm->act.applied = MAX(vm->act.applied, job->seq);
+    lane_pinned(vm->lane, job->cmd.pid);
     vm->act.retry_delay_ms = 0;
     vm->act.retry_at_us = 0;
     g_clear_pointer(&vm->act.last_error, g_free);
@@ -513,6 +626,7 @@ static void assigned_done(SaCore *core, SaVm *vm, Job *job)
 
 static void restore_done(SaCore *core, SaVm *vm, Job *job)
 {
+    job->lane->pinned_pid = 0; /* a pin that answered after the restore was queued set it */
     if (job->ok) {
         g_info("%s: restored: every thread back to its own set (vCPUs: %s)", job->name,
                job->allowed_text);
@@ -685,7 +799,11 @@ bool sa_core_settle(SaCore *core, guint timeout_ms)
 void sa_actuator_init(SaCore *core)
 {
     core->lanes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)lane_unref);
-    core->pool = g_thread_pool_new(job_run, NULL, WORKERS, FALSE, NULL);
+    ActState *st = g_new0(ActState, 1);
+    /* A fake /proc's thread ids may be any threads of this host. */
+    const char *proc_root = g_getenv("SOFTAFF_PROC_ROOT");
+    st->affinity = proc_root && proc_root[0] ? NULL : &sa_affinity_host_ops;
+    core->pool = g_thread_pool_new(job_run, st, WORKERS, FALSE, NULL);
 }
 
 void sa_actuator_clear(SaCore *core)
@@ -704,6 +822,8 @@ void sa_actuator_clear(SaCore *core)
         lane_drop(core, lane, -1);
         lane->core = NULL; /* results still to come are dropped */
     }
+    ActState *st = act_state(core);
     g_thread_pool_free(core->pool, TRUE, FALSE);
+    g_free(st);
     g_hash_table_unref(core->lanes);
 }

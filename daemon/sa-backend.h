@@ -100,7 +100,10 @@ typedef struct {
      * "[vm NAME] group". */
     const char *settings_name;
     /* Gives each vCPU thread its set and the other threads theirs. Reads the current affinity
-     * first and writes only what differs. */
+     * first and writes only what differs. Once a pin of the process succeeded (and until a
+     * restore), the core may already have narrowed vCPU threads to cmd->vcpus itself
+     * (sched_setaffinity, never wider than they were): the backend's own record (libvirt's
+     * cgroups and pinning) must still be brought to cmd's sets. */
     bool (*pin)(gpointer handle, const SaCommand *cmd, GError **error);
     /* Puts every thread back to the VM's own settings; cmd->vcpus, cmd->others and
      * cmd->iothreads hold them as the core knows them (a backend that remembered better may use

@@ -4,6 +4,7 @@
 #include "sa-proctask.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +20,33 @@ bool sa_process_has_task(pid_t pid, pid_t tid)
     g_autofree char *path = sa_proc_path("%d/task/%d", (int)pid, (int)tid);
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int sa_thread_get_affinity(pid_t tid, SaCpuSet **out)
+{
+    size_t size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
+    cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
+    int err = sched_getaffinity(tid, size, bits) == 0 ? 0 : errno;
+    if (err == 0) {
+        *out = sa_cpuset_new();
+        for (guint c = 0; c < SA_CPUSET_MAX; c++)
+            if (CPU_ISSET_S(c, size, bits))
+                sa_cpuset_add(*out, c);
+    }
+    CPU_FREE(bits);
+    return err;
+}
+
+int sa_thread_set_affinity(pid_t tid, const SaCpuSet *set)
+{
+    size_t size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
+    cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
+    CPU_ZERO_S(size, bits);
+    for (int c = sa_cpuset_next(set, -1); c >= 0 && c < SA_CPUSET_MAX; c = sa_cpuset_next(set, c))
+        CPU_SET_S((size_t)c, size, bits);
+    int err = sched_setaffinity(tid, size, bits) == 0 ? 0 : errno;
+    CPU_FREE(bits);
+    return err;
 }
 
 /* One directory: owned by root or owner, writable by nobody else. */
