@@ -968,14 +968,16 @@ static void open_doors(Tick *t, Decision *d, const Want *w)
            n > 1 ? "at least " : "", idle_for / 1000.0);
 }
 
-/* At home or with doors open: a run of intervals using more than home gives starts, or ends;
- * one that ended within SA_POLICY_SPIKE_MAX_MS was a spike. */
-static void note_spike(const Tick *t, Decision *d, const Want *w)
+/* A run of intervals using more than home gives starts, or ends; one that ended within
+ * SA_POLICY_SPIKE_MAX_MS was a spike. While bursting only run + wait counts: spreading over the
+ * visited partitions is what a burst is for. */
+static void note_spike(Tick *t, Decision *d, bool bursting)
 {
     SaVmPolicyState *st = d->st;
+    const Want w = want_of(t, d);
     gint64 start = t->now - (gint64)(t->interval_ns / 1e6);
-    double away = MAX(0.0, t->run[d->i] - w->self_home);
-    if (sa_policy_outgrows_home(d->instant, d->active, d->wait + away, w->avail_home,
+    double away = MAX(0.0, t->run[d->i] - w.self_home);
+    if (sa_policy_outgrows_home(d->instant, bursting ? 0 : d->active, d->wait + away, w.avail_home,
                                 sa_policy_min_wait(d->softness))) {
         if (st->outgrow_since_ms == NEVER)
             st->outgrow_since_ms = start;
@@ -986,13 +988,12 @@ static void note_spike(const Tick *t, Decision *d, const Want *w)
     st->outgrow_since_ms = NEVER;
 }
 
-/* At home or with doors open: notes spikes, closes the doors once none came for
+/* At home or with doors open: closes the doors once no spike came for
  * SA_POLICY_DOOR_MEMORY_MS (below softness 100), else opens more where owners are idle. */
 static void tend_doors(Tick *t, Decision *d)
 {
     SaVmPolicyState *st = d->st;
     const Want w = want_of(t, d);
-    note_spike(t, d, &w);
     if (sa_policy_door_wanted(d->softness, t->now, st->spike_ms)) {
         open_doors(t, d, &w);
         return;
@@ -1062,18 +1063,16 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
     if (d.soft && d.samples)
         track_idle(t, &d);
     decay_backoff(t, &d);
-    /* An interval spent bursting, or ending in a burst, shows a load, not a spike. */
-    bool bursting = d.st->visited->len > 0 && !d.st->doors;
+    const bool bursting = d.st->visited->len > 0 && !d.st->doors;
+    if (d.soft && d.samples)
+        note_spike(t, &d, bursting);
     retreat(t, &d);
     if (d.soft && d.n_forced == 0 && d.samples) {
         if (bursting)
             fit_visits(t, &d);
         else
             consider_burst(t, &d);
-        bursting = bursting || (d.st->visited->len > 0 && !d.st->doors);
-        if (bursting)
-            d.st->outgrow_since_ms = NEVER;
-        else
+        if (d.st->visited->len == 0 || d.st->doors)
             tend_doors(t, &d);
     }
     d.st->state = d.st->visited->len == 0 ? SA_STATE_HOME
