@@ -1001,7 +1001,7 @@ static void tend_doors(Tick *t, Decision *d)
     if (!st->doors)
         return;
     char text[64];
-    format_ids(text, sizeof text, (const guint *)(void *)st->visited->data,
+    format_ids(text, sizeof text, &g_array_index(st->visited, guint, 0),
                MIN(st->visited->len, MAX_IDS));
     append(d->why, "door closed on partition%s %s: no demand beyond home for %.0f s",
            st->visited->len > 1 ? "s" : "", text, SA_POLICY_DOOR_MEMORY_MS / 1000.0);
@@ -1063,12 +1063,11 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
     if (d.soft && d.samples)
         track_idle(t, &d);
     decay_backoff(t, &d);
-    const bool bursting = d.st->visited->len > 0 && !d.st->doors;
     if (d.soft && d.samples)
-        note_spike(t, &d, bursting);
+        note_spike(t, &d, d.st->visited->len > 0 && !d.st->doors);
     retreat(t, &d);
     if (d.soft && d.n_forced == 0 && d.samples) {
-        if (bursting)
+        if (d.st->visited->len > 0 && !d.st->doors)
             fit_visits(t, &d);
         else
             consider_burst(t, &d);
