@@ -1,4 +1,4 @@
-/* softaff — the soft-affinity policy: initial home choice, burst and retreat.
+/* softaff — the soft-affinity policy: initial home choice, burst, retreat and doors.
  *
  * Pure and deterministic: no I/O, no clock, no libnuma. The daemon fills the inputs from its
  * samplers each tick and applies the outputs. See docs/policy.md for the algorithm. */

@@ -1,5 +1,5 @@
 /* softaff — one policy tick: homes, per-partition accounting, then per VM its demand, home,
- * back-off, retreat, burst (or widen or shrink) and CPU sets.
+ * back-off, retreat, burst (or widen or shrink), doors and CPU sets.
  *
  * This file gathers the numbers and applies the decisions; the rules that judge the numbers are
  * the small inline functions of sa-policy-rules.h. Every formula is explained in
