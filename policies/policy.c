@@ -41,6 +41,8 @@ const char *sa_vm_state_to_string(SaVmState state)
         return "home";
     case SA_STATE_BURST:
         return "burst";
+    case SA_STATE_DOOR:
+        return "door";
     }
     return "unknown";
 }
@@ -83,6 +85,9 @@ void sa_policy_vm_init(SaPolicyVm *vm)
     vm->st.last_voluntary_ms = G_MININT64;
     vm->st.fits_since_ms = G_MININT64;
     vm->st.last_forced_ms = G_MININT64;
+    vm->st.outgrow_since_ms = G_MININT64;
+    vm->st.spike_ms = G_MININT64;
+    vm->st.idle = g_array_new(FALSE, FALSE, sizeof(SaPartitionIdle));
 }
 
 void sa_policy_vm_clear(SaPolicyVm *vm)
@@ -92,4 +97,5 @@ void sa_policy_vm_clear(SaPolicyVm *vm)
     g_clear_pointer(&vm->st.vcpus, sa_cpuset_free);
     g_clear_pointer(&vm->st.emulator, sa_cpuset_free);
     g_clear_pointer(&vm->st.visited, g_array_unref);
+    g_clear_pointer(&vm->st.idle, g_array_unref);
 }

@@ -17,6 +17,14 @@ G_BEGIN_DECLS
 /* An owner's background noise must not evict visitors: margin = max(0.25 CPU, 10%). */
 #define SA_POLICY_MARGIN_MIN_CPUS 0.25
 #define SA_POLICY_MARGIN_FRACTION 0.10
+/* How long a VM below softness 100 stays eligible for doors after its last spike, the longest
+ * run of using more than home gives that counts as a spike (longer ones are loads, for bursts),
+ * and the softness-point step of door_idle_ms. */
+#define SA_POLICY_DOOR_MEMORY_MS 60000
+#define SA_POLICY_SPIKE_MAX_MS 2000
+#define SA_POLICY_DOOR_IDLE_STEP_MS 100
+/* A vCPU busy (run + wait) for at least this fraction of the interval was active in it. */
+#define SA_POLICY_ACTIVE_VCPU 0.10
 /* Longest back-off shift: dwell_ms << 20 is far beyond any max_holdoff_ms. */
 #define SA_POLICY_MAX_HOLDOFF_SHIFT 20
 
@@ -225,6 +233,72 @@ static inline bool sa_policy_may_shrink(const SaPolicyConfig *cfg, const SaVmPol
 {
     return sa_policy_elapsed_ms(now, st->fits_since_ms) >= (gint64)cfg->dwell_ms &&
            sa_policy_dwell_over(cfg, st, now);
+}
+
+/* ---- doors: partitions opened early onto idle owners ---- */
+
+/* How long a partition's owners must have been idle before a VM of this softness may get a door
+ * onto it: (100 − softness) × 100 ms, so 0 at 100 (the first idle interval seen), 5 s at 50;
+ * never at softness 0 (G_MAXINT64). */
+static inline gint64 sa_policy_door_idle_ms(guint softness)
+{
+    if (softness == 0)
+        return G_MAXINT64;
+    return (gint64)(100 - MIN(softness, 100u)) * SA_POLICY_DOOR_IDLE_STEP_MS;
+}
+
+/* Whether a partition's owners are idle: their demand (owners, unmanaged, their wait) is within
+ * the margin, the noise an idle owner makes. More closes a door at once. */
+static inline bool sa_policy_owners_idle(double owner_demand, double margin)
+{
+    return owner_demand <= margin;
+}
+
+/* The start of the owners' idle run after one more interval [now − interval_ms, now]: kept
+ * while idle (started now − interval_ms when it was not), SA_POLICY_NEVER when they showed load. */
+static inline gint64 sa_policy_idle_since(gint64 since, bool idle, gint64 now, gint64 interval_ms)
+{
+    if (!idle)
+        return SA_POLICY_NEVER;
+    return since == SA_POLICY_NEVER ? now - interval_ms : since;
+}
+
+/* Whether a VM used more than its home gives this interval, without a burst: its run + wait is
+ * at least min_wait above avail_home, or more of its vCPUs were active than avail_home has CPUs
+ * (an interval's average hides how wide a short spike was) and they waited at home or ran
+ * elsewhere (wait_or_away) at least min_wait. */
+static inline bool sa_policy_outgrows_home(double instant, guint active_vcpus, double wait_or_away,
+                                           double avail_home, double min_wait)
+{
+    return instant >= avail_home + min_wait ||
+           ((double)active_vcpus > avail_home && wait_or_away >= min_wait);
+}
+
+/* Whether a run of using more than home gives, from since to run_end, was a spike: there was
+ * one (since is not SA_POLICY_NEVER) and it lasted at most SA_POLICY_SPIKE_MAX_MS. */
+static inline bool sa_policy_was_spike(gint64 since, gint64 run_end)
+{
+    return since != SA_POLICY_NEVER && run_end - since <= SA_POLICY_SPIKE_MAX_MS;
+}
+
+/* Whether a VM at home of this softness may have doors: softness 100 always; 1..99 only for
+ * SA_POLICY_DOOR_MEMORY_MS after its last spike ended (spike_ms), so a VM that fits at home
+ * keeps its locality, and one whose load lasts gets bursts instead; softness 0 never. */
+static inline bool sa_policy_door_wanted(guint softness, gint64 now, gint64 spike_ms)
+{
+    if (softness == 0)
+        return false;
+    if (softness >= 100)
+        return true;
+    return sa_policy_elapsed_ms(now, spike_ms) <= SA_POLICY_DOOR_MEMORY_MS;
+}
+
+/* Whether a door may open onto a partition whose owners have been idle since since: they are
+ * idle now and for at least door_idle_ms(softness). */
+static inline bool sa_policy_door_may_open(guint softness, gint64 now, gint64 since)
+{
+    return since != SA_POLICY_NEVER && softness > 0 &&
+           now - since >= sa_policy_door_idle_ms(softness);
 }
 
 G_END_DECLS

@@ -1,4 +1,4 @@
-/* softaff — the soft-affinity policy: initial home choice, burst and retreat.
+/* softaff — the soft-affinity policy: initial home choice, burst, retreat and doors.
  *
  * Pure and deterministic: no I/O, no clock, no libnuma. The daemon fills the inputs from its
  * samplers each tick and applies the outputs. See docs/policy.md for the algorithm. */
@@ -24,6 +24,8 @@ bool sa_mode_from_string(const char *text, SaMode *out, GError **error);
 typedef enum {
     SA_STATE_HOME,  /* vCPUs may run on the home partition only */
     SA_STATE_BURST, /* vCPUs may also run on visited partitions */
+    SA_STATE_DOOR,  /* at home, but the visited partitions were opened early ("door"): their
+                       owners are idle, so the kernel may place the VM's spikes there at once */
 } SaVmState;
 
 const char *sa_vm_state_to_string(SaVmState state);
@@ -57,6 +59,12 @@ typedef struct {
     int last_cpu;     /* CPU it last ran on, -1 unknown */
 } SaVcpuSample;
 
+/* Since when the owners of one partition have been idle, as one VM saw it (its door). */
+typedef struct {
+    guint id;     /* partition id */
+    gint64 since; /* start of the first idle interval of the current run, G_MININT64 = busy */
+} SaPartitionIdle;
+
 /* What the policy remembers about one VM between ticks. Owned by SaPolicyVm. */
 typedef struct {
     bool placed; /* a decision was made at least once */
@@ -64,7 +72,9 @@ typedef struct {
     SaVmState state;
     SaCpuSet *vcpus;    /* set the vCPUs were given (NULL before the first decision) */
     SaCpuSet *emulator; /* set the emulator and I/O threads were given */
-    GArray *visited;    /* guint partition ids visited while bursting, nearest first */
+    GArray *visited;    /* guint partition ids the vCPUs may run on beyond home, nearest first:
+                           burst onto (state burst) or opened early (state door) */
+    bool doors;         /* the visited partitions are doors opened early, not bursts */
     double demand;      /* smoothed CPUs wanted by the vCPUs (run + delay per interval) */
     /* Times are host->now_ms values; G_MININT64 = never. */
     gint64 last_change_ms;    /* last tick with changed = true */
@@ -73,6 +83,9 @@ typedef struct {
     gint64 last_voluntary_ms; /* last burst, widening or voluntary return; dwell counts from it */
     gint64 fits_since_ms;     /* since when fewer visited partitions would do */
     gint64 last_forced_ms;    /* last owner-forced retreat (or back-off decay) */
+    gint64 outgrow_since_ms;  /* start of its current run of using more than home gives */
+    gint64 spike_ms;          /* end of its last spike: such a run of at most 2 s at home */
+    GArray *idle;             /* SaPartitionIdle per partition index, for doors */
 } SaVmPolicyState;
 
 typedef struct {

@@ -1,5 +1,5 @@
 /* softaff — one policy tick: homes, per-partition accounting, then per VM its demand, home,
- * back-off, retreat, burst (or widen or shrink) and CPU sets.
+ * back-off, retreat, burst (or widen or shrink), doors and CPU sets.
  *
  * This file gathers the numbers and applies the decisions; the rules that judge the numbers are
  * the small inline functions of sa-policy-rules.h. Every formula is explained in
@@ -470,6 +470,7 @@ typedef struct {
     bool soft;      /* it may run beyond home */
     guint n_forced; /* partitions it left for their owners this tick */
     bool rejected;  /* a burst was wanted and not made: the reason says why */
+    guint active;   /* vCPUs active (run + wait >= SA_POLICY_ACTIVE_VCPU) this interval */
     GString *why;   /* the reason being written */
 } Decision;
 
@@ -481,6 +482,13 @@ typedef struct {
     double need;       /* demand + margin(home) */
 } Want;
 
+/* No visited partition any more, burst or door. */
+static void clear_visits(SaVmPolicyState *st)
+{
+    g_array_set_size(st->visited, 0);
+    st->doors = false;
+}
+
 /* Mode off: the policy lets go of a placed VM (no home, no sets) and says so once. */
 static void forget(SaPolicyVm *vm)
 {
@@ -489,7 +497,8 @@ static void forget(SaPolicyVm *vm)
         return;
     g_clear_pointer(&st->vcpus, sa_cpuset_free);
     g_clear_pointer(&st->emulator, sa_cpuset_free);
-    g_array_set_size(st->visited, 0);
+    clear_visits(st);
+    g_array_set_size(st->idle, 0);
     st->placed = false;
     st->state = SA_STATE_HOME;
     st->home = -1;
@@ -560,6 +569,8 @@ static bool decision_start(Tick *t, SaPolicyVm *vm, guint i, GString *why, Decis
     g_string_truncate(why, 0);
     if (vm->st.visited == NULL)
         vm->st.visited = g_array_new(FALSE, FALSE, sizeof(guint));
+    if (vm->st.idle == NULL)
+        vm->st.idle = g_array_new(FALSE, FALSE, sizeof(SaPartitionIdle));
     if (vm->mode == SA_MODE_OFF) {
         forget(vm);
         return false;
@@ -586,6 +597,11 @@ static void update_demand(const Tick *t, Decision *d)
         return;
     d->instant = t->run[d->i] + t->wait[d->i];
     d->wait = t->wait[d->i];
+    for (guint v = 0; v < d->vm->n_vcpus; v++) {
+        double run, delay;
+        sa_policy_sample_fractions(&d->vm->vcpu_samples[v], t->interval_ns, &run, &delay);
+        d->active += run + delay >= SA_POLICY_ACTIVE_VCPU;
+    }
     d->st->demand = sa_policy_smoothed_demand(t->cfg, d->st->demand, d->instant);
 }
 
@@ -607,7 +623,7 @@ static void settle_home(const Tick *t, Decision *d)
         else
             append(d->why, "home moved from partition %d to %d (%s)", st->home, d->home_id,
                    how_text(t->how[d->i]));
-        g_array_set_size(st->visited, 0);
+        clear_visits(st);
         st->fits_since_ms = NEVER;
     }
     st->home = d->home_id;
@@ -624,13 +640,13 @@ static void settle_reach(Tick *t, Decision *d)
             append(d->why,
                    "home partition %d has no CPU in the allowed set: vCPUs get the allowed set",
                    d->home_id);
-        g_array_set_size(st->visited, 0);
+        clear_visits(st);
     }
     d->soft = sa_policy_may_leave_home(d->vm->mode, d->softness, d->cap_home);
     if (!d->soft && st->visited->len > 0) {
         append(d->why, "%s: back to home partition %d only",
                d->vm->mode == SA_MODE_STRICT ? "mode strict" : "softness 0", d->home_id);
-        g_array_set_size(st->visited, 0);
+        clear_visits(st);
         st->fits_since_ms = NEVER;
     }
 }
@@ -664,21 +680,65 @@ static void start_backoff(const Tick *t, Decision *d, const guint *ids, double n
         g_string_append_printf(d->why, ", no burst for %.1f s", h / 1000.0);
 }
 
+/* Whether visited[k] is gone, home or no longer allowed: then it is left quietly (removed). */
+static bool visit_gone(Tick *t, Decision *d, guint k, int *p)
+{
+    guint id = g_array_index(d->st->visited, guint, k);
+    *p = find_part(t, id);
+    if (*p >= 0 && *p != d->home && allowed_capacity(t, d->allowed, *p) > 0)
+        return false;
+    append(d->why, "left partition %u: no allowed online CPU", id);
+    g_array_remove_index(d->st->visited, k);
+    return true;
+}
+
+/* Doors close the tick their owners show load (more than the margin): not a forced retreat, no
+ * back-off; the owners' idle time restarts, and that is the wait before the door reopens. */
+static void close_doors(Tick *t, Decision *d)
+{
+    GArray *visited = d->st->visited;
+    guint ids[MAX_IDS], n = 0;
+    double need = 0;
+    int p;
+    for (guint k = 0; k < visited->len;) {
+        if (visit_gone(t, d, k, &p))
+            continue;
+        if (sa_policy_owners_idle(t->owner_demand[p], t->margin[p])) {
+            k++;
+            continue;
+        }
+        t->visitors_now[p] = MAX(0.0, t->visitors_now[p] - vm_run_on(t, d->vm, d->i, p));
+        if (n == 0)
+            need = t->owner_demand[p];
+        if (n < MAX_IDS)
+            ids[n++] = g_array_index(visited, guint, k);
+        g_array_remove_index(visited, k);
+    }
+    d->st->doors = visited->len > 0;
+    if (n == 0)
+        return;
+    char text[64];
+    format_ids(text, sizeof text, ids, n);
+    append(d->why, "door closed on partition%s %s: %s owners need %.2f CPUs, above the margin",
+           n > 1 ? "s" : "", text, n > 1 ? "their" : "its", need);
+}
+
 /* Retreat: owners first, immediately. Visited partitions that are gone or no longer allowed are
  * left quietly. */
 static void retreat(Tick *t, Decision *d)
 {
+    if (d->st->doors) {
+        close_doors(t, d);
+        return;
+    }
     GArray *visited = d->st->visited;
     guint ids[MAX_IDS], cap = 0;
     double need = 0;
+    int p;
     for (guint k = 0; k < visited->len;) {
         guint id = g_array_index(visited, guint, k);
-        int p = find_part(t, id);
-        if (p < 0 || p == d->home || allowed_capacity(t, d->allowed, p) == 0) {
-            append(d->why, "left partition %u: no allowed online CPU", id);
-            g_array_remove_index(visited, k);
+        if (visit_gone(t, d, k, &p))
             continue;
-        }
         if (!sa_policy_should_retreat(t->owner_demand[p], t->capacity[p], t->visitors_now[p],
                                       t->margin[p])) {
             k++;
@@ -759,13 +819,51 @@ static void fit_visits(Tick *t, Decision *d)
     widen(t, d, w.need - held);
 }
 
-/* Bursts onto the nearest partitions with spare CPUs for extra; says so, or why it could not. */
+/* A VM that still waits with its doors open bursts through them: they become burst partitions
+ * (the burst's retreat, shrink and back-off rules from now on). Returns their spare, reserved
+ * for up to extra; 0 when no door was open. */
+static double promote_doors(Tick *t, Decision *d, double extra, double util)
+{
+    GArray *visited = d->st->visited;
+    if (!d->st->doors)
+        return 0;
+    guint ids[MAX_IDS], n = 0;
+    double covered = 0;
+    for (guint k = 0; k < visited->len; k++) {
+        guint id = g_array_index(visited, guint, k);
+        int p = find_part(t, id);
+        double spare = MAX(0.0, room_on(t, d, p) - t->margin[p]);
+        t->reserved[p] += MAX(0.0, MIN(spare, extra - covered));
+        covered += spare;
+        if (n < MAX_IDS)
+            ids[n++] = id;
+    }
+    d->st->doors = false;
+    count_added(t, d, 0);
+    char text[64];
+    format_ids(text, sizeof text, ids, n);
+    append(d->why,
+           "burst through the open door onto partition%s %s: home %.0f%% busy, %.1f vCPUs "
+           "waiting",
+           n > 1 ? "s" : "", text, 100 * util, d->wait);
+    return covered;
+}
+
+/* Bursts onto the nearest partitions with spare CPUs for extra (through its open doors first);
+ * says so, or why it could not. */
 static void burst(Tick *t, Decision *d, const Want *w, double util)
 {
     guint ids[MAX_IDS];
-    double covered;
+    double covered = 0;
     const double extra = w->need - w->avail_home;
-    guint n = add_partitions(t, d, extra, &covered, ids);
+    const bool had_doors = d->st->doors;
+    const double through = promote_doors(t, d, extra, util);
+    guint n = through < extra ? add_partitions(t, d, extra - through, &covered, ids) : 0;
+    covered += through;
+    if (n == 0 && had_doors) {
+        t->relief[d->home] += MIN(MIN(covered, extra), w->self_home + d->wait);
+        return;
+    }
     if (n == 0) {
         d->rejected = true;
         append(d->why,
@@ -810,6 +908,104 @@ static void consider_burst(Tick *t, Decision *d)
     } else {
         burst(t, d, &w, util);
     }
+}
+
+/* ---- doors ---- */
+
+/* Since when the owners of each partition have been idle, after this interval; st->idle is
+ * rebuilt when the partitions changed. */
+static void track_idle(const Tick *t, Decision *d)
+{
+    GArray *idle = d->st->idle;
+    gint64 interval_ms = (gint64)(t->interval_ns / 1e6);
+    if (idle->len != t->n_parts)
+        g_array_set_size(idle, 0);
+    for (guint p = 0; p < t->n_parts; p++) {
+        guint id = part_at(t, (int)p)->id;
+        if (idle->len <= p)
+            g_array_append_val(idle, ((SaPartitionIdle){.id = id, .since = NEVER}));
+        SaPartitionIdle *e = &g_array_index(idle, SaPartitionIdle, p);
+        if (e->id != id)
+            *e = (SaPartitionIdle){.id = id, .since = NEVER};
+        bool quiet = t->capacity[p] > 0 && sa_policy_owners_idle(t->owner_demand[p], t->margin[p]);
+        e->since = sa_policy_idle_since(e->since, quiet, t->now, interval_ms);
+    }
+}
+
+/* Opens doors onto the nearest partitions whose owners have been idle long enough, until their
+ * spare covers every vCPU (a spike's width hides in the interval's average); says so. */
+static void open_doors(Tick *t, Decision *d, const Want *w)
+{
+    GArray *visited = d->st->visited;
+    double extra = d->vm->n_vcpus + t->margin[d->home] - w->avail_home;
+    for (guint k = 0; k < visited->len; k++)
+        extra -= MAX(0.0, room_on(t, d, find_part(t, g_array_index(visited, guint, k))));
+    const guint *ord = nearest_first(t, d->home);
+    guint ids[MAX_IDS], n = 0;
+    gint64 idle_for = G_MAXINT64;
+    double covered = 0;
+    for (guint j = 0; j + 1 < t->n_parts && covered < extra && n < MAX_IDS; j++) {
+        int p = (int)ord[j];
+        guint id = part_at(t, p)->id;
+        gint64 since = g_array_index(d->st->idle, SaPartitionIdle, p).since;
+        if (t->retreated[p] || visited_has(d->st, id) ||
+            !sa_policy_door_may_open(d->softness, t->now, since))
+            continue;
+        double spare = room_on(t, d, p) - t->margin[p];
+        if (spare < SA_POLICY_MIN_SPARE_CPUS)
+            continue;
+        covered += spare;
+        idle_for = MIN(idle_for, t->now - since);
+        ids[n++] = id;
+        g_array_append_val(visited, id);
+    }
+    if (n == 0)
+        return;
+    d->st->doors = true;
+    char text[64];
+    format_ids(text, sizeof text, ids, n);
+    append(d->why, "door open: owners of partition%s %s idle for %s%.1f s", n > 1 ? "s" : "", text,
+           n > 1 ? "at least " : "", idle_for / 1000.0);
+}
+
+/* A run of intervals using more than home gives starts, or ends; one that ended within
+ * SA_POLICY_SPIKE_MAX_MS was a spike. While bursting only run + wait counts: spreading over the
+ * visited partitions is what a burst is for. */
+static void note_spike(Tick *t, Decision *d, bool bursting)
+{
+    SaVmPolicyState *st = d->st;
+    const Want w = want_of(t, d);
+    gint64 start = t->now - (gint64)(t->interval_ns / 1e6);
+    double away = MAX(0.0, t->run[d->i] - w.self_home);
+    if (sa_policy_outgrows_home(d->instant, bursting ? 0 : d->active, d->wait + away, w.avail_home,
+                                sa_policy_min_wait(d->softness))) {
+        if (st->outgrow_since_ms == NEVER)
+            st->outgrow_since_ms = start;
+        return;
+    }
+    if (sa_policy_was_spike(st->outgrow_since_ms, start))
+        st->spike_ms = t->now;
+    st->outgrow_since_ms = NEVER;
+}
+
+/* At home or with doors open: closes the doors once no spike came for
+ * SA_POLICY_DOOR_MEMORY_MS (below softness 100), else opens more where owners are idle. */
+static void tend_doors(Tick *t, Decision *d)
+{
+    SaVmPolicyState *st = d->st;
+    const Want w = want_of(t, d);
+    if (sa_policy_door_wanted(d->softness, t->now, st->spike_ms)) {
+        open_doors(t, d, &w);
+        return;
+    }
+    if (!st->doors)
+        return;
+    char text[64];
+    format_ids(text, sizeof text, &g_array_index(st->visited, guint, 0),
+               MIN(st->visited->len, MAX_IDS));
+    append(d->why, "door closed on partition%s %s: no demand beyond home for %.0f s",
+           st->visited->len > 1 ? "s" : "", text, SA_POLICY_DOOR_MEMORY_MS / 1000.0);
+    clear_visits(st);
 }
 
 /* Stores set in *stored (allocated on first use); whether that changed it. */
@@ -864,15 +1060,23 @@ static void decide(Tick *t, SaPolicyVm *vm, guint i, GString *why)
     update_demand(t, &d);
     settle_home(t, &d);
     settle_reach(t, &d);
+    if (d.soft && d.samples)
+        track_idle(t, &d);
     decay_backoff(t, &d);
+    if (d.soft && d.samples)
+        note_spike(t, &d, d.st->visited->len > 0 && !d.st->doors);
     retreat(t, &d);
     if (d.soft && d.n_forced == 0 && d.samples) {
-        if (d.st->visited->len > 0)
+        if (d.st->visited->len > 0 && !d.st->doors)
             fit_visits(t, &d);
         else
             consider_burst(t, &d);
+        if (d.st->visited->len == 0 || d.st->doors)
+            tend_doors(t, &d);
     }
-    d.st->state = d.st->visited->len > 0 ? SA_STATE_BURST : SA_STATE_HOME;
+    d.st->state = d.st->visited->len == 0 ? SA_STATE_HOME
+                  : d.st->doors           ? SA_STATE_DOOR
+                                          : SA_STATE_BURST;
     set_cpus(t, &d);
 }
 

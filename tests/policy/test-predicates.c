@@ -500,6 +500,126 @@ static void test_nearest_first_without_distances(void)
     }
 }
 
+/* ---- doors ---- */
+
+static void test_door_idle_ms(void)
+{
+    static const struct {
+        guint softness;
+        gint64 ms;
+    } rows[] = {{0, G_MAXINT64}, {1, 9900}, {25, 7500}, {50, 5000},
+                {75, 2500},      {99, 100}, {100, 0},   {150, 0}};
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(sa_policy_door_idle_ms(rows[r].softness), ==, rows[r].ms);
+}
+
+static void test_owners_idle(void)
+{
+    static const struct {
+        double demand, margin;
+        bool idle;
+    } rows[] = {
+        {0, 0.25, true},     {0.04, 0.25, true}, {0.25, 0.25, true}, /* at the margin: noise */
+        {0.26, 0.25, false}, {1.0, 0.25, false}, {1.6, 1.6, true},   {1.7, 1.6, false},
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(sa_policy_owners_idle(rows[r].demand, rows[r].margin), ==, rows[r].idle);
+}
+
+static void test_idle_since(void)
+{
+    static const struct {
+        gint64 since;
+        bool idle;
+        gint64 now, interval, want;
+    } rows[] = {
+        {NEVER, true, 10000, 500, 9500},  /* idle from the start of this interval */
+        {7000, true, 10000, 500, 7000},   /* still idle: the run goes on */
+        {7000, false, 10000, 500, NEVER}, /* load: the run ends */
+        {NEVER, false, 10000, 500, NEVER},
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(
+            sa_policy_idle_since(rows[r].since, rows[r].idle, rows[r].now, rows[r].interval), ==,
+            rows[r].want);
+}
+
+static void test_outgrows_home(void)
+{
+    static const struct {
+        double instant;
+        guint active;
+        double wait_or_away, avail_home, min_wait;
+        bool outgrows;
+    } rows[] = {
+        {1.2, 2, 0.2, 1.0, 0.1, true},    /* a 300-ms spike of 2 vCPUs on a 1-CPU home */
+        {1.05, 2, 0.05, 1.0, 0.1, false}, /* within min_wait of home */
+        {0.4, 2, 0.2, 1.0, 0.1, true},    /* 100 ms of 2 vCPUs: the average hides it, the waits
+                                             of both active vCPUs do not */
+        {0.4, 2, 0.05, 1.0, 0.1, false},  /* two vCPUs that took turns: no wait */
+        {0.6, 1, 0.3, 1.0, 0.1, false},   /* one vCPU cannot outgrow a whole CPU */
+        {1.2, 4, 0.0, 2.0, 0.1, false},   /* 4 × 0.3 fitting a 2-CPU home */
+        {1.2, 4, 0.6, 2.0, 0.1, true},    /* ... spread onto a door */
+        {2.0, 2, 0.0, 1.0, 0.1, true},    /* served by a door or a burst, still beyond home */
+        {0.5, 1, 0.0, 0.0, 0.1, true},    /* a home the co-owners fill */
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(sa_policy_outgrows_home(rows[r].instant, rows[r].active,
+                                                rows[r].wait_or_away, rows[r].avail_home,
+                                                rows[r].min_wait),
+                        ==, rows[r].outgrows);
+}
+
+static void test_was_spike(void)
+{
+    static const struct {
+        gint64 since, end;
+        bool spike;
+    } rows[] = {
+        {NEVER, 10000, false}, {9500, 10000, true}, {8000, 10000, true},
+        {7999, 10000, false}, /* longer than SA_POLICY_SPIKE_MAX_MS: a load */
+        {0, 10000, false},
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(sa_policy_was_spike(rows[r].since, rows[r].end), ==, rows[r].spike);
+}
+
+static void test_door_wanted(void)
+{
+    static const struct {
+        guint softness;
+        gint64 now, spike;
+        bool wanted;
+    } rows[] = {
+        {0, 100000, 100000, false}, /* softness 0: never */
+        {50, 100000, NEVER, false}, /* no spike yet: keeps its locality */
+        {50, 100000, 99500, true},  {50, 100000, 40000, true}, /* 60 s ago */
+        {50, 100000, 39999, false}, {1, 100000, 99500, true},
+        {100, 100000, NEVER, true}, /* softness 100: any idle partition */
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(sa_policy_door_wanted(rows[r].softness, rows[r].now, rows[r].spike), ==,
+                        rows[r].wanted);
+}
+
+static void test_door_may_open(void)
+{
+    static const struct {
+        guint softness;
+        gint64 now, since;
+        bool open;
+    } rows[] = {
+        {50, 100000, 95000, true},   {50, 100000, 95001, false},
+        {50, 100000, NEVER, false},  {100, 100000, 99500, true}, /* one idle interval */
+        {100, 100000, NEVER, false},                             /* owners busy */
+        {0, 100000, 0, false},       {99, 100000, 99900, true},
+        {1, 100000, 90200, false},   {1, 100000, 90100, true},
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpint(sa_policy_door_may_open(rows[r].softness, rows[r].now, rows[r].since), ==,
+                        rows[r].open);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -523,5 +643,12 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/rules/attribution/hand-built", test_attribution_hand_built);
     g_test_add_func("/policy/rules/nearest-first-without-distances",
                     test_nearest_first_without_distances);
+    g_test_add_func("/policy/rules/door-idle-ms", test_door_idle_ms);
+    g_test_add_func("/policy/rules/owners-idle", test_owners_idle);
+    g_test_add_func("/policy/rules/idle-since", test_idle_since);
+    g_test_add_func("/policy/rules/outgrows-home", test_outgrows_home);
+    g_test_add_func("/policy/rules/was-spike", test_was_spike);
+    g_test_add_func("/policy/rules/door-wanted", test_door_wanted);
+    g_test_add_func("/policy/rules/door-may-open", test_door_may_open);
     return g_test_run();
 }

@@ -36,6 +36,7 @@ static void test_strings(void)
     g_assert_nonnull(strstr(error->message, "'hard'"));
     g_assert_cmpstr(sa_vm_state_to_string(SA_STATE_HOME), ==, "home");
     g_assert_cmpstr(sa_vm_state_to_string(SA_STATE_BURST), ==, "burst");
+    g_assert_cmpstr(sa_vm_state_to_string(SA_STATE_DOOR), ==, "door");
 
     SaPolicyConfig cfg;
     sa_policy_config_init(&cfg);

@@ -612,6 +612,197 @@ static void test_determinism(void)
     }
 }
 
+/* ---- doors (issue 13): spikes shorter than a tick onto partitions whose owners are idle ----
+ * The integration layout: partitions CPU 0 | CPU 1, a (2 vCPUs, home 1) spikes for 300 ms every
+ * 3 s (one interval at 0.6 per vCPU, then five idle ones), b (1 vCPU, home 0) is the neighbour.
+ * The simulator shares an interval's CPU time in proportion to demand, so an unserved spike runs
+ * 1.0 of its 1.2 CPUs and waits the rest. */
+
+#define SPIKE 0.6
+#define SPIKE_PERIOD 6
+
+typedef struct {
+    double run, demand; /* Σ over the spike intervals */
+    double wait;        /* Σ wait over the spike intervals */
+    int door_tick;      /* first tick that ended with a's door open, -1 none */
+    guint door_ticks;   /* ticks that ended in state door */
+    bool left_home;     /* a's vCPUs ran off home in a tick when b was busy */
+} Spikes;
+
+static Sim *door_sim(SimVm **a, SimVm **b, int softness)
+{
+    static const char *const lists[] = {"0", "1"};
+    Sim *sim = sim_new(sim_topology_new(2, lists, NULL), TICK_MS);
+    *a = sim_add_vm(sim, "a", 2, 1, NULL);
+    *b = sim_add_vm(sim, "b", 1, 0, NULL);
+    (*a)->vm.softness = softness;
+    sim->unmanaged[0] = sim->unmanaged[1] = 0.02; /* emulator noise */
+    sim_vm_set_load(*a, IDLE);
+    sim_vm_set_load(*b, IDLE);
+    sim_run(sim, 4);
+    return sim;
+}
+
+/* periods × (one spike interval, SPIKE_PERIOD − 1 idle ones) of a, b at b_load; sums the spike
+ * intervals as the ticks after them saw them. */
+static void run_spikes(Sim *sim, SimVm *a, SimVm *b, guint periods, double b_load, Spikes *out)
+{
+    sim_vm_set_load(b, b_load);
+    for (guint k = 0; k < periods * SPIKE_PERIOD; k++) {
+        bool spike = k % SPIKE_PERIOD == 0;
+        sim_vm_set_load(a, spike ? SPIKE : IDLE);
+        sim_step(sim);
+        if (spike) {
+            out->run += sim_vm_run(sim, a);
+            out->wait += sim_vm_wait(sim, a);
+            out->demand += 2 * SPIKE;
+        }
+        if (b_load > IDLE && sim_vm_run_on(sim, a, "0") > 0)
+            out->left_home = true;
+        if (a->vm.st.state == SA_STATE_DOOR) {
+            out->door_ticks++;
+            if (out->door_tick < 0)
+                out->door_tick = sim->tick - 1;
+        }
+    }
+}
+
+/* The neighbour idle: after the first spike the door opens onto CPU 0 (b idle 5 s by then), and
+ * from then on every spike runs at once, unwaited, with no burst and no retreat. */
+static void test_door_spiky_idle_neighbour(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    Spikes first = {.door_tick = -1}, rest = {.door_tick = -1};
+    run_spikes(sim, a, b, 2, IDLE, &first);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpstr(sim_emulator(a), ==, "1");
+    g_assert_cmpint(first.door_tick, >=, 0);
+    g_assert_cmpint(first.door_tick, <=, 4 + SPIKE_PERIOD);
+    g_assert_cmpfloat(first.wait, >, 0.1); /* the first spike was unserved */
+
+    run_spikes(sim, a, b, 20, IDLE, &rest);
+    /* Every spike served in full: the kernel placed it at once. */
+    g_assert_cmpfloat(rest.wait, <, 1e-6);
+    g_assert_cmpfloat(rest.run / rest.demand, >, 0.999);
+    g_assert_cmpuint(rest.door_ticks, ==, 20 * SPIKE_PERIOD);
+    /* Over the whole run: ≥ 0.90 of what no affinity gives (all of it). */
+    g_assert_cmpfloat((first.run + rest.run) / (first.demand + rest.demand), >=, 0.90);
+    g_assert_cmpuint(a->retreats, ==, 0);
+    g_assert_cmpuint(b->changes, ==, 1);
+    g_assert_nonnull(strstr(a->vm.reason, "door open: owners of partition 0 idle for"));
+}
+
+/* The owners show load: the door closes in the first tick that sees it, without a back-off, and
+ * reopens only after b has been idle door_idle_ms (5 s) again. */
+static void test_door_owner_wakes(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    Spikes s = {.door_tick = -1};
+    run_spikes(sim, a, b, 3, IDLE, &s);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+
+    for (guint round = 0; round < 2; round++) {
+        /* A light load (0.4 CPU), then a full one: more than the margin closes the door. */
+        const double load = round == 0 ? 0.4 : 1.0, noise = 0.02;
+        sim_vm_set_load(b, load);
+        int step = sim->tick;
+        sim_step(sim);
+        g_assert_cmpint(a->last_change, ==, step);
+        g_assert_cmpstr(sim_vcpus(a), ==, "1");
+        g_assert_cmpint(a->vm.st.state, ==, SA_STATE_HOME);
+        g_assert_nonnull(strstr(a->vm.reason, "door closed on partition 0"));
+        g_assert_cmpuint(a->retreats, ==, 0);
+        g_assert_cmpint(a->vm.st.holdoff_until_ms, <=, sim->now_ms);
+
+        /* Shut while b is busy, a's spikes stay home (b keeps its CPU); b gets all it asks. */
+        Spikes busy = {.door_tick = -1};
+        run_spikes(sim, a, b, 3, load, &busy);
+        g_assert_cmpuint(busy.door_ticks, ==, 0);
+        g_assert_false(busy.left_home);
+        g_assert_cmpfloat(sim_vm_run(sim, b), >=,
+                          (load + noise > 1 ? load / (load + noise) : load) - 1e-6);
+
+        /* b idle again: the door reopens in the tick that sees its 10th idle interval (5 s). */
+        Spikes idle = {.door_tick = -1};
+        step = sim->tick;
+        run_spikes(sim, a, b, 3, IDLE, &idle);
+        g_assert_cmpint(idle.door_tick, >=, step + 9);
+        g_assert_cmpint(idle.door_tick, <=, step + 10);
+    }
+    g_assert_cmpuint(b->changes, ==, 1);
+}
+
+/* Both busy: no door, and a's vCPU time stays at home (the locality promise). */
+static void test_door_both_busy(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    Spikes s = {.door_tick = -1};
+    run_spikes(sim, a, b, 20, 1.0, &s);
+    g_assert_cmpuint(s.door_ticks, ==, 0);
+    g_assert_false(s.left_home);
+    g_assert_cmpstr(sim_vcpus(a), ==, "1");
+    g_assert_cmpuint(a->changes, ==, 1);
+    g_assert_cmpuint(b->changes, ==, 1);
+}
+
+/* Softness 0 never opens a door; softness 100 opens one after a single idle interval, spike or
+ * not; the default keeps a VM that fits at home at home. */
+static void test_door_softness(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) s0 = door_sim(&a, &b, 0);
+    Spikes s = {.door_tick = -1};
+    run_spikes(s0, a, b, 20, IDLE, &s);
+    g_assert_cmpuint(s.door_ticks, ==, 0);
+    g_assert_cmpstr(sim_vcpus(a), ==, "1");
+    g_assert_cmpuint(a->changes, ==, 1);
+
+    static const char *const lists[] = {"0", "1"};
+    g_autoptr(Sim) s100 = sim_new(sim_topology_new(2, lists, NULL), TICK_MS);
+    SimVm *soft = sim_add_vm(s100, "a", 2, 1, NULL);
+    SimVm *fits = sim_add_vm(s100, "b", 1, 0, NULL);
+    soft->vm.softness = 100;
+    sim_vm_set_load(soft, IDLE);
+    sim_vm_set_load(fits, 0.5); /* fits at home at the default softness: no door */
+    sim_step(s100);
+    g_assert_cmpstr(sim_vcpus(soft), ==, "1");
+    sim_step(s100); /* the first interval: b's 0.5 CPU is load, CPU 1 idle */
+    g_assert_cmpstr(sim_vcpus(soft), ==, "1");
+    sim_vm_set_load(fits, IDLE);
+    sim_step(s100); /* one idle interval of b */
+    g_assert_cmpint(soft->vm.st.state, ==, SA_STATE_DOOR);
+    g_assert_cmpstr(sim_vcpus(soft), ==, "0-1");
+    g_assert_nonnull(strstr(soft->vm.reason, "door open: owners of partition 0 idle for 0.5 s"));
+    sim_vm_set_load(fits, 0.5);
+    sim_run(s100, 60);
+    g_assert_cmpuint(fits->changes, ==, 1);
+    g_assert_cmpstr(sim_vcpus(fits), ==, "0");
+}
+
+/* Spikes stop: the door closes SA_POLICY_DOOR_MEMORY_MS (60 s) after the last one. */
+static void test_door_closes_without_spikes(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    Spikes s = {.door_tick = -1};
+    run_spikes(sim, a, b, 3, IDLE, &s);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    sim_vm_set_load(a, IDLE);
+    int quiet = sim->tick;
+    while (a->vm.st.state == SA_STATE_DOOR && sim->tick < quiet + 200)
+        sim_step(sim);
+    /* The last spike ended in the tick after it (quiet − SPIKE_PERIOD + 1); the door stays while
+     * that is at most 60 s ago, 120 ticks. */
+    g_assert_cmpint(sim->tick - 1, ==, quiet - SPIKE_PERIOD + 1 + 121);
+    g_assert_cmpstr(sim_vcpus(a), ==, "1");
+    g_assert_nonnull(strstr(a->vm.reason, "no demand beyond home for 60 s"));
+    g_assert_cmpuint(a->retreats, ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -648,6 +839,11 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/preferred-missing", test_preferred_missing);
     g_test_add_func("/policy/return-home", test_return_home);
     g_test_add_func("/policy/determinism", test_determinism);
+    g_test_add_func("/policy/door-spiky-idle-neighbour", test_door_spiky_idle_neighbour);
+    g_test_add_func("/policy/door-owner-wakes", test_door_owner_wakes);
+    g_test_add_func("/policy/door-both-busy", test_door_both_busy);
+    g_test_add_func("/policy/door-softness", test_door_softness);
+    g_test_add_func("/policy/door-closes-without-spikes", test_door_closes_without_spikes);
     int status = g_test_run();
     if (log != NULL) {
         sim_log_decisions(NULL);
