@@ -28,8 +28,9 @@ typedef struct {
     guint map;          /* the next chunk: mapping index ... */
     guint64 addr;       /* ... and address */
     gint64 job_started_us;
-    guint64 seen_pages; /* pages of the job's chunks move_pages found mapped */
-    bool unseen_said;   /* the migrate_pages fallback was logged */
+    guint64 map_seen;     /* pages of the current mapping move_pages found mapped */
+    guint64 unseen_bytes; /* off-home bytes of mappings where it found none */
+    bool unseen_said;     /* the migrate_pages fallback was logged */
     /* readings */
     gint64 next_measure_us; /* 0: now */
     bool report;            /* log the next reading (first one, after a move) */
@@ -326,7 +327,7 @@ static void plan_job(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
     v->map = 0;
     v->addr = plan->mappings->len ? g_array_index(plan->mappings, SaMemMapping, 0).start : 0;
     v->job_started_us = now_us;
-    v->seen_pages = 0;
+    v->map_seen = v->unseen_bytes = 0;
     take_reading(v, plan, now_us);
     v->st.move_total_bytes = v->st.resident_bytes - v->st.home_bytes;
     if (v->st.move_total_bytes == 0) {
@@ -395,7 +396,6 @@ static void chunk_done(SaMover *m, MoverVm *v, const ChunkResult *r, guint64 pag
                        gint64 now_us)
 {
     guint64 bytes = r->moved * page_size;
-    v->seen_pages += r->seen;
     v->st.moved_bytes_total += bytes;
     v->st.move_done_bytes += bytes;
     if (now_us > v->job_started_us)
@@ -436,8 +436,10 @@ static void migrate_unseen(SaMover *m, MoverVm *v, guint64 generation, gint64 no
         vm_error(v, error);
         return;
     }
+    /* What arrived since the plan's reading, less what the chunks moved. */
     guint64 home = after ? sa_proc_memory_bytes(after, node) : before;
-    guint64 moved = home > before ? home - before : 0;
+    guint64 gained = home > before ? home - before : 0;
+    guint64 moved = gained > v->st.move_done_bytes ? gained - v->st.move_done_bytes : 0;
     v->st.moved_bytes_total += moved;
     v->st.move_done_bytes += moved;
     if (took > 0)
@@ -447,7 +449,7 @@ static void migrate_unseen(SaMover *m, MoverVm *v, guint64 generation, gint64 no
         g_message("%s: move_pages(2) finds none of the %.0f MiB that numa_maps shows off node %d "
                   "mapped; migrate_pages(2) moved %.0f MiB in one call of %.1f s, not paced to "
                   "[memory] rate_mib_s",
-                  v->name, v->st.move_total_bytes / MIB, node, moved / MIB, took / 1e6);
+                  v->name, v->unseen_bytes / MIB, node, moved / MIB, took / 1e6);
     v->unseen_said = true;
 }
 
@@ -455,7 +457,7 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
 {
     const SaMemMapping *map = next_mapping(v);
     if (!map) {
-        if (v->seen_pages == 0 && v->st.move_done_bytes == 0 && v->st.move_total_bytes > 0)
+        if (v->unseen_bytes >= SA_MOVER_CHUNK_BYTES)
             migrate_unseen(m, v, generation, now_us);
         finish_job(v, now_us);
         return;
@@ -467,6 +469,8 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
     for (gulong i = 0; i < n; i++)
         pages[i] = (void *)(guintptr)(v->addr + i * page_size);
     v->addr += n * page_size;
+    bool last = v->addr >= map->end;
+    guint64 off_home = sa_mem_mapping_bytes(map, -1) - sa_mem_mapping_bytes(map, v->node);
     pid_t pid = v->pid;
     int node = v->node;
     ChunkResult r = {0};
@@ -480,6 +484,11 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
         return;
     }
     if (ok) {
+        v->map_seen += r.seen;
+        if (last && v->map_seen == 0)
+            v->unseen_bytes += off_home;
+        if (last)
+            v->map_seen = 0;
         chunk_done(m, v, &r, page_size, now_us);
         return;
     }

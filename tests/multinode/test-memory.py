@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Memory follows home, on the 2-node test host (issue 11's "done when"), through libvirt.
+
+Inside the host (mnhost.py: nodes 0 and 1, one CPU and 1 GiB each) libvirtd runs these guests,
+all with softaff metadata, started paused with their RAM preallocated (a guest that runs is
+~500x slower than here, and a paused one keeps its pages where they are):
+  A, B  preferred="auto": softaffd gives them homes on different nodes, and their memory
+        follows; then `softaffctl set A --preferred <B's node> --live` moves A's home, and
+        >= 90% of A's resident memory must be on the new node within 60 s (read from outside
+        softaff, in /proc/PID/numa_maps), moved at no more than [memory] rate_mib_s (the
+        mover's progress, polled each second), with the tick on schedule throughout;
+  C     with its own <numatune> (preferred, node 0): `softaffctl set C --preferred 1` moves its
+        home, never its memory;
+  D     boots a kernel (busy vCPU; home node 0); a spinner on CPU 0 makes it wait, so it bursts
+        onto CPU 1: its memory stays on node 0 and the mover moves none of it.
+Needs root, qemu-system-x86_64, mkfs.ext4 (SKIP 77 without, or FAIL when SOFTAFF_REQUIRE_VM=1).
+Writes the series it saw to $SOFTAFF_MN_OUT (default: the build dir's meson-logs) as JSON, for
+docs/benchmarks.md's plot (bench/plot-multinode.py)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mnhost  # noqa: E402
+
+SKIP = 77
+RATE_MIB_S = 32
+INTERVAL_MS = 500
+GUEST_MIB = {"A": 160, "B": 160, "C": 96, "D": 64}
+CONF = """[daemon]
+interval_ms={interval}
+socket=/run/softaff/softaffd.sock
+[partitions]
+layout=node
+[policy]
+softness=50
+manage=explicit
+[memory]
+migrate=auto
+rate_mib_s={rate}
+"""
+# One process polls softaffd's status inside the host: one line "@@ <monotonic s>" then the
+# JSON, every second, until the file /tmp/poll.stop exists.
+POLLER = ("rm -f /tmp/poll.stop; while [ ! -e /tmp/poll.stop ]; do echo \"@@ $(cut -d' ' -f1 "
+          "/proc/uptime)\"; {ctl} status --json 2>&1; sleep 1; done >/tmp/poll.out")
+
+
+def expect(cond, what, detail=""):
+    if not cond:
+        raise AssertionError(what + ("\n" + detail if detail else ""))
+    mnhost.log("ok: " + what)
+
+
+def domain_xml(name, mib, numatune=None, kernel=None):
+    meta = ("<metadata><softaff:affinity xmlns:softaff='urn:softaff:domain:1' mode='soft' "
+            "preferred='auto'/></metadata>")
+    boot = ("<kernel>%s</kernel><cmdline>console=ttyS0 panic=0</cmdline>" % kernel) if kernel \
+        else ""
+    tune = "<numatune><memory mode='preferred' nodeset='%s'/></numatune>" % numatune \
+        if numatune is not None else ""
+    return ("<domain type='qemu'><name>mn-{n}</name>{meta}<memory unit='MiB'>{mib}</memory>"
+            "<memoryBacking><allocation mode='immediate'/></memoryBacking>"
+            "<vcpu placement='static'>1</vcpu>{tune}"
+            "<os><type arch='x86_64' machine='pc'>hvm</type>{boot}</os>"
+            "<features><acpi/><apic/></features><on_crash>destroy</on_crash>"
+            "<devices><controller type='usb' model='none'/><memballoon model='none'/>"
+            "<serial type='file'><source path='/tmp/mn-{n}.console'/></serial></devices>"
+            "</domain>").format(n=name, meta=meta, mib=mib, tune=tune, boot=boot)
+
+
+class Run:
+    def __init__(self, h, build):
+        self.h, self.build = h, build
+        self.ctl = build + "/ctl/softaffctl"
+        self.series = {"events": []}
+        self.t0 = None
+
+    def sh(self, cmd, timeout=120):
+        return self.h.check(cmd, timeout=timeout)
+
+    def uptime(self):
+        return float(self.sh("cut -d' ' -f1 /proc/uptime").split()[0])
+
+    def event(self, what):
+        self.series["events"].append([self.uptime(), what])
+        mnhost.log("event: " + what)
+
+    def status(self):
+        return json.loads(self.sh(self.ctl + " status --json", timeout=60))
+
+    def vm(self, doc, name):
+        for v in doc["vms"]:
+            if v["name"] == "mn-" + name:
+                return v
+        raise AssertionError("no VM mn-%s in status: %s" % (name, [v["name"] for v in doc["vms"]]))
+
+    def qemu_pid(self, name):
+        return int(self.sh("cat /run/libvirt/qemu/mn-%s.pid" % name).strip())
+
+    def node_bytes(self, name):
+        """Bytes per node of the guest's QEMU process, from numa_maps (outside softaff): its
+        anonymous memory (the guest RAM, the heap), not file pages or stacks, which softaff
+        leaves where they are."""
+        out = self.sh("cat /proc/%d/numa_maps" % self.qemu_pid(name), timeout=120)
+        pages = {}
+        for line in out.splitlines():
+            if "anon=" not in line or "file=" in line or "stack" in line:
+                continue
+            kb = 4
+            m = re.search(r"kernelpagesize_kB=(\d+)", line)
+            if m:
+                kb = int(m.group(1))
+            for node, n in re.findall(r"\bN(\d+)=(\d+)", line):
+                pages[int(node)] = pages.get(int(node), 0) + int(n) * kb * 1024
+        return pages
+
+    def wait_status(self, what, pred, timeout):
+        t0 = time.monotonic()
+        while True:
+            doc = self.status()
+            got = pred(doc)
+            if got:
+                mnhost.log("%s after %.1fs" % (what, time.monotonic() - t0))
+                return got
+            if time.monotonic() - t0 > timeout:
+                raise AssertionError("%s: not within %ds\n%s" % (what, timeout,
+                                                               json.dumps(doc, indent=1)[-3000:]))
+            time.sleep(1)
+
+    def start_softaffd(self):
+        self.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n" +
+                CONF.format(interval=INTERVAL_MS, rate=RATE_MIB_S) + "EOF")
+        self.sh("nohup %s/softaffd --foreground >/var/log/softaffd.log 2>&1 &" % self.build)
+        self.sh("for i in $(seq 120); do [ -S /run/softaff/softaffd.sock ] && exit 0; "
+                "pgrep -x softaffd >/dev/null || break; sleep 0.5; done; "
+                "cat /var/log/softaffd.log; exit 1", timeout=90)
+        self.sh("nohup bash -c '%s' >/dev/null 2>&1 &" % POLLER.format(ctl=self.ctl))
+
+    def create(self, name, **kw):
+        xml = domain_xml(name, GUEST_MIB[name], **kw)
+        t0 = time.monotonic()
+        self.sh("cat >/tmp/mn-%s.xml <<'EOF'\n%s\nEOF\nvirsh -c qemu:///system create %s "
+                "/tmp/mn-%s.xml" % (name, xml, "" if "kernel" in kw else "--paused", name),
+                timeout=300)
+        mnhost.log("guest %s created in %.1fs" % (name, time.monotonic() - t0))
+
+    def polled(self):
+        """The poller's records: [(uptime, status doc)]."""
+        out = self.sh("cat /tmp/poll.out", timeout=120)
+        recs = []
+        for chunk in out.split("@@ ")[1:]:
+            head, _, body = chunk.partition("\n")
+            try:
+                recs.append((float(head), json.loads(body)))
+            except ValueError:
+                pass  # the last record may be half written
+        return recs
+
+
+def homes(r):
+    def pred(doc):
+        got = {}
+        for n in ("A", "B"):
+            v = r.vm(doc, n)
+            mem = v.get("memory") or {}
+            if v.get("home") is None or mem.get("moving") or mem.get("home_ratio") is None:
+                return None
+            got[n] = v["home"]
+        return got
+    return pred
+
+
+def check_partitions(r):
+    doc = json.loads(r.sh(r.ctl + " partitions --layout node --json"))
+    got = sorted((p["node"], p["cpus"], p["memory_total_bytes"] > 700 << 20)
+                 for p in doc["partitions"])
+    expect(got == [(0, "0", True), (1, "1", True)],
+           "softaffctl partitions: 2 node partitions, each with its memory (%s)" % got)
+
+
+def check_move(r, a_home, b_home):
+    before = r.node_bytes("A")
+    r.series["before"] = before
+    r.event("softaffctl set mn-A --preferred %d --live" % b_home)
+    t_set = r.uptime()
+    r.sh("%s set mn-A --preferred %d --live" % (r.ctl, b_home))
+    deadline = time.monotonic() + 60
+    while True:
+        nb = r.node_bytes("A")
+        total = sum(nb.values()) or 1
+        share = nb.get(b_home, 0) / total
+        r.series.setdefault("numa_maps", []).append([r.uptime(), nb])
+        if share >= 0.9:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError("A has %.0f%% of its memory on node %d 60 s after the set (%s)"
+                                 % (100 * share, b_home, nb))
+        time.sleep(2)
+    took = r.uptime() - t_set
+    expect(True, "A: %.1f%% of its resident memory (%d MiB) on node %d, %.1fs after the set "
+           "(before: %s)" % (100 * share, total >> 20, b_home, took, before))
+    r.series["move_seconds"] = took
+    return t_set
+
+
+def rate_windows(recs, name, t_from):
+    """(seconds, bytes moved) between consecutive polls of A's move and its totals."""
+    pts = []
+    for t, doc in recs:
+        for v in doc.get("vms", []):
+            mem = v.get("memory") or {}
+            if v["name"] == "mn-" + name and t >= t_from:
+                pts.append((t, mem.get("moved_bytes_total", 0)))
+    return pts
+
+
+def check_rate_and_ticks(r, t_set, t_end):
+    recs = [x for x in r.polled() if x[0] >= t_set - 5]
+    pts = rate_windows(recs, "A", t_set)
+    r.series["moved"] = pts
+    worst = 0.0
+    for i in range(len(pts)):
+        for j in range(i + 1, len(pts)):
+            dt = pts[j][0] - pts[i][0]
+            if dt >= 2.0:  # the polls' own jitter dominates shorter windows
+                worst = max(worst, (pts[j][1] - pts[i][1]) / dt)
+    moved = pts[-1][1] - pts[0][1] if pts else 0
+    expect(moved > 0, "the mover moved A's memory (%d MiB while polled)" % (moved >> 20))
+    limit = RATE_MIB_S * 1.15 * (1 << 20)  # one 2 MiB chunk of slack per ~2 s window
+    expect(worst <= limit, "moved at <= %d MiB/s: the fastest window was %.1f MiB/s" % (
+        RATE_MIB_S, worst / (1 << 20)))
+    ticks = [(t, doc["daemon"]["ticks"], doc["daemon"]["tick_cpu_ms"]) for t, doc in recs
+             if "daemon" in doc and t_set <= t <= t_end]
+    r.series["ticks"] = ticks
+    expect(len(ticks) >= 3, "status polled during the move (%d polls)" % len(ticks))
+    span, n = ticks[-1][0] - ticks[0][0], ticks[-1][1] - ticks[0][1]
+    expected = span * 1000 / INTERVAL_MS
+    expect(n >= 0.85 * expected, "tick on schedule during the move: %d ticks in %.1fs (%.0f due)"
+           % (n, span, expected))
+    gaps = [b[0] - a[0] for a, b in zip(ticks, ticks[1:]) if b[1] == a[1]]
+    expect(not gaps, "every poll (about 1 s apart) saw a new tick (%s)" % gaps)
+    r.series["tick_cpu_ms_max"] = max(x[2] for x in ticks)
+
+
+def check_numatune(r):
+    doc = r.status()
+    c = r.vm(doc, "C")
+    mem = c.get("memory") or {}
+    expect(mem.get("follows_home") is False, "C (<numatune>): status says its memory stays (%s)"
+           % mem.get("fixed_reason"))
+    before = r.node_bytes("C")
+    other = 1 - c["home"]
+    r.sh("%s set mn-C --preferred %d --live" % (r.ctl, other))
+    r.wait_status("C's home moved to %d" % other, lambda d: r.vm(d, "C")["home"] == other, 30)
+    time.sleep(10)
+    after = r.node_bytes("C")
+    moved = r.vm(r.status(), "C")["memory"]["moved_bytes_total"]
+    expect(moved == 0, "C: the mover moved none of it (%d bytes)" % moved)
+    expect(after.get(0, 0) >= 0.9 * sum(after.values()),
+           "C: its memory stays on node 0 as its <numatune> says (before %s, after %s)" % (
+               before, after))
+
+
+def check_burst(r, kernel):
+    r.create("D", kernel=kernel)
+    r.sh("%s set mn-D --preferred 0 --live" % r.ctl)
+    d = r.wait_status("D at home on node 0, its memory there",
+                      lambda doc: (lambda v: v if v.get("home") == 0 and v.get("memory") and
+                                   not v["memory"].get("moving") and
+                                   v["memory"].get("home_ratio") is not None else None)(
+                          r.vm(doc, "D")), 120)
+    moved0 = d["memory"]["moved_bytes_total"]
+    r.event("spinner on CPU 0")
+    r.sh("nohup taskset -c 0 bash -c 'while :; do :; done' >/dev/null 2>&1 & echo $! "
+         ">/tmp/spin.pid")
+    try:
+        r.wait_status("D bursts onto CPU 1",
+                      lambda doc: r.vm(doc, "D").get("state") == "burst", 120)
+        r.event("D bursting")
+        time.sleep(15)
+        doc = r.status()
+        d = r.vm(doc, "D")
+        expect(d.get("state") == "burst" and d["home"] == 0, "D still bursting, home 0 (%s)" %
+               d.get("state"))
+        expect(d["memory"]["moved_bytes_total"] == moved0 and not d["memory"].get("moving"),
+               "D: no memory moved while bursting (%d -> %d bytes)" % (
+                   moved0, d["memory"]["moved_bytes_total"]))
+        nb = r.node_bytes("D")
+        expect(nb.get(0, 0) >= 0.9 * sum(nb.values()), "D: its memory stays on node 0 (%s)" % nb)
+    finally:
+        r.sh("kill $(cat /tmp/spin.pid)")
+
+
+def scenario(h, build):
+    r = Run(h, build)
+    check_partitions(r)
+    h.check("bash %s/contrib/start-libvirt.sh" % mnhost.SRC_ROOT, timeout=300)
+    r.start_softaffd()
+    r.event("softaffd started")
+    for n in ("A", "B"):
+        r.create(n)
+    got = r.wait_status("A and B at home, memory measured", homes(r), 180)
+    expect(got["A"] != got["B"], "A and B got homes on different nodes (%s)" % got)
+    for n in ("A", "B"):
+        nb = r.node_bytes(n)
+        expect(nb.get(got[n], 0) >= 0.9 * sum(nb.values()),
+               "%s's memory followed its first home, node %d (%s)" % (n, got[n], nb))
+    t_set = check_move(r, got["A"], got["B"])
+    r.wait_status("A's move done", lambda d: not (r.vm(d, "A").get("memory") or {}).get(
+        "moving"), 60)
+    check_rate_and_ticks(r, t_set, r.uptime())
+    r.create("C", numatune=0)
+    check_numatune(r)
+    kernel = r.sh("ls /boot/vmlinuz-* | head -1").strip()
+    check_burst(r, kernel)
+    r.sh("touch /tmp/poll.stop")
+    return r
+
+
+def write_series(r, build):
+    out = os.environ.get("SOFTAFF_MN_OUT") or os.path.join(build, "meson-logs",
+                                                           "multinode-memory.json")
+    with open(out, "w") as f:
+        json.dump(r.series, f, indent=1)
+    mnhost.log("series written to " + out)
+
+
+def main():
+    build = os.environ.get("SOFTAFF_BUILD_DIR")
+    missing = [b for b in ("qemu-system-x86_64", "mkfs.ext4") if not shutil.which(b)]
+    why = ("needs root" if os.geteuid() != 0 else "missing " + ", ".join(missing) if missing
+           else None if build and os.access(os.path.join(build, "softaffd"), os.X_OK)
+           else "SOFTAFF_BUILD_DIR has no softaffd")
+    if why:
+        print("SKIP: " + why)
+        return 1 if os.environ.get("SOFTAFF_REQUIRE_VM") == "1" else SKIP
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    t0 = time.monotonic()
+    build = os.path.abspath(build)
+    with mnhost.Host(build_dir=build) as h:
+        try:
+            r = scenario(h, build)
+            write_series(r, build)
+        finally:
+            log = h.run("tail -n 40 /var/log/softaffd.log", timeout=30)
+            mnhost.log("softaffd log tail:\n" + log.out)
+    mnhost.log("test-memory passed in %.1fs" % (time.monotonic() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
