@@ -270,7 +270,6 @@ static json_object *daemon_json(const SaCore *core)
     json_object_object_add(daemon, "stopping", json_object_new_boolean(core->stopping));
     json_object_object_add(daemon, "tick_cpu_ms", json_object_new_double(core->last_tick_cpu_ms));
     json_object_object_add(daemon, "commands_running", json_object_new_int((int)core->running));
-    json_object_object_add(daemon, "event_ticks", json_object_new_uint64(core->event_ticks));
     json_object_object_add(daemon, "sensing", sensing_json(core));
     return daemon;
 }
