@@ -55,4 +55,11 @@ void sa_sense_untrack(SaSense *s, pid_t tid);
 bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *delay_ns,
                            int *last_cpu);
 
+/* Every tracked thread's times at once, in batches of map entries (a few system calls for
+ * thousands of threads, where sa_sense_thread_times is one each): fn is called per thread;
+ * returns how many. */
+typedef void (*SaSenseTimesFunc)(pid_t tid, guint64 run_ns, guint64 delay_ns, int last_cpu,
+                                 gpointer data);
+guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data);
+
 G_END_DECLS

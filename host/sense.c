@@ -80,6 +80,11 @@ bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *dela
     return false;
 }
 
+guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data)
+{
+    return 0;
+}
+
 #else /* SA_HAVE_BPF */
 
 #include <bpf/bpf.h>
@@ -96,6 +101,9 @@ struct SaSense {
     GHashTable *ignored;    /* tid -> tid, what the ignored map holds */
     SaSenseEvent *drain_to; /* sa_sense_drain's output while it consumes */
     guint drain_max, drained;
+    SaSenseTimesFunc batch_fn; /* sa_sense_all_times' callback while it reads */
+    gpointer batch_data;
+    guint64 batch_now;
 };
 
 /* libbpf speaks on stderr by default; softaffd's log is the place, at debug level. */
@@ -319,6 +327,53 @@ void sa_sense_untrack(SaSense *s, pid_t tid)
     bpf_map__delete_elem(s->skel->maps.tracked, &key, sizeof(key), 0);
 }
 
+/* The run so far of a thread on a CPU now counts too (bpf_ktime_get_ns is CLOCK_MONOTONIC). */
+static guint64 run_until_now(const struct sa_sense_thread *t, guint64 now)
+{
+    return t->run_ns + (t->oncpu_ts && now > t->oncpu_ts ? now - t->oncpu_ts : 0);
+}
+
+#define BATCH 1024
+
+/* One batch of the tracked map after *in (from the start when first) into fn; false at the
+ * end, or when the kernel refused. */
+static bool batch_times(SaSense *s, __u32 *in, __u32 *out, guint *count, bool first)
+{
+    DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    __u32 keys[BATCH];
+    struct sa_sense_thread vals[BATCH];
+    __u32 n = BATCH;
+    int err = bpf_map_lookup_batch(bpf_map__fd(s->skel->maps.tracked), first ? NULL : in, out, keys,
+                                   vals, &n, &opts);
+
+    if (err && errno != ENOENT) {
+        g_debug("reading the tracked threads in a batch: %s", g_strerror(errno));
+        return false;
+    }
+    for (__u32 i = 0; i < n; i++)
+        s->batch_fn((pid_t)keys[i], run_until_now(&vals[i], s->batch_now), vals[i].delay_ns,
+                    (int)vals[i].last_cpu, s->batch_data);
+    *count += n;
+    return !err;
+}
+
+guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data)
+{
+    __u32 in = 0, out = 0;
+    guint count = 0;
+    bool more;
+
+    s->batch_fn = fn;
+    s->batch_data = data;
+    s->batch_now = (guint64)g_get_monotonic_time() * 1000;
+    more = batch_times(s, &in, &out, &count, true);
+    while (more) {
+        in = out;
+        more = batch_times(s, &in, &out, &count, false);
+    }
+    return count;
+}
+
 bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *delay_ns, int *last_cpu)
 {
     struct sa_sense_thread t;
@@ -326,14 +381,8 @@ bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *dela
 
     if (bpf_map__lookup_elem(s->skel->maps.tracked, &key, sizeof(key), &t, sizeof(t), 0) != 0)
         return false;
-    if (t.oncpu_ts) {
-        /* On a CPU now: its current run counts too (bpf_ktime_get_ns is CLOCK_MONOTONIC). */
-        guint64 now = (guint64)g_get_monotonic_time() * 1000;
-
-        t.run_ns += now > t.oncpu_ts ? now - t.oncpu_ts : 0;
-    }
     if (run_ns)
-        *run_ns = t.run_ns;
+        *run_ns = run_until_now(&t, (guint64)g_get_monotonic_time() * 1000);
     if (delay_ns)
         *delay_ns = t.delay_ns;
     if (last_cpu)

@@ -248,14 +248,35 @@ static void assert_close(const char *what, guint64 bpf, guint64 proc)
         g_error("%s: BPF says %.2f ms, /proc %.2f ms", what, bpf / 1e6, proc / 1e6);
 }
 
+typedef struct {
+    pid_t tid;
+    guint seen, others;
+    guint64 run_ns, delay_ns;
+} AllTimes;
+
+static void collect_times(pid_t tid, guint64 run_ns, guint64 delay_ns, int last_cpu, gpointer data)
+{
+    AllTimes *a = data;
+
+    if (tid != a->tid) {
+        a->others++;
+        return;
+    }
+    a->seen++;
+    a->run_ns = run_ns;
+    a->delay_ns = delay_ns;
+}
+
 /* A tracked thread that spins, sleeps and competes: its run and wait over 400 ms agree with
- * /proc's schedstat; an untracked one has no times. */
+ * /proc's schedstat, and the batched read of every tracked thread finds it among 1000 others;
+ * an untracked one has no times. */
 static void test_times(void)
 {
     g_autoptr(SaSense) s = sense_or_skip();
     guint64 r0, d0, r1, d1, pr0, pd0, pr1, pd1;
     int cpu = test_cpu(), last = -1;
     Spinner busy, rival;
+    AllTimes all = {0};
     pid_t tid;
 
     if (!s)
@@ -264,6 +285,9 @@ static void test_times(void)
     spinner_start(&busy, cpu, 2000, 1000);
     tid = atomic_load(&busy.tid);
     g_assert_false(sa_sense_thread_times(s, tid, &r0, &d0, &last));
+    /* 1000 others (tids that no thread has: they stay at zero), so the batches turn over. */
+    for (pid_t other = 1; other <= 1000; other++)
+        g_assert_true(sa_sense_track(s, -other));
     g_assert_true(sa_sense_track(s, tid));
     g_usleep(50000); /* counted from its next switch on */
     g_assert_true(sa_sense_thread_times(s, tid, &r0, &d0, &last));
@@ -271,6 +295,12 @@ static void test_times(void)
     g_usleep(400000);
     g_assert_true(sa_sense_thread_times(s, tid, &r1, &d1, &last));
     schedstat(tid, &pr1, &pd1);
+    all.tid = tid;
+    g_assert_cmpuint(sa_sense_all_times(s, collect_times, &all), ==, 1 + 1000);
+    g_assert_cmpuint(all.seen, ==, 1);
+    g_assert_cmpuint(all.others, ==, 1000);
+    g_assert_cmpuint(all.run_ns, >=, r1);
+    g_assert_cmpuint(all.delay_ns, >=, d1);
     spinner_stop(&busy);
     spinner_stop(&rival);
     g_assert_cmpint(last, ==, cpu);
