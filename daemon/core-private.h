@@ -47,6 +47,8 @@ typedef struct {
     bool lost_reported;   /* threads_lost was sent for reported thread ids */
     bool stopped;         /* its QEMU process is stopped (SIGSTOP, a debugger) */
     gint64 stopped_since; /* g_get_real_time() */
+    guint64 sense_gen;    /* its threads are tracked by the sensor of this generation, 0 none */
+    bool via_sense;       /* prev came from the sensor's map, not /proc */
 } SaVmSampling;
 
 /* Counters and times while managed; never reset while the daemon runs (tick.c). */
@@ -153,6 +155,7 @@ struct SaCore {
     /* event sensing (core.c): NULL sense = /proc on the tick alone */
     bool sensing_started; /* sa_core_start_sensing was called (reloads follow the mode) */
     SaSense *sense;
+    guint64 sense_gen;      /* bumped per sensor loaded: which one tracks a VM's threads */
     char *sensing_reason;   /* why this mode, for the log and the status */
     guint sense_source;     /* the watch on sa_sense_fd */
     guint event_tick_timer; /* an extra tick deferred by the rate limit */

@@ -189,6 +189,7 @@ bool sa_core_start_sensing(SaCore *core, GError **error)
     g_clear_pointer(&core->sensing_reason, g_free);
     core->sensing_started = true;
     core->sense = load_sensor(cfg, &core->sensing_reason);
+    core->sense_gen++;
     if (!core->sense && cfg->sensing_mode == SA_SENSING_BPF) {
         g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED, "[sensing] mode=bpf: %s",
                     core->sensing_reason);

@@ -310,7 +310,7 @@ guint sa_sense_drain(SaSense *s, SaSenseEvent *out, guint max)
 
 bool sa_sense_track(SaSense *s, pid_t tid)
 {
-    struct sa_sense_thread t = {0};
+    struct sa_sense_thread t = {.last_cpu = (__u32)-1}; /* -1 until it runs */
     __u32 key = (__u32)tid;
 
     /* BPF_NOEXIST: tracking a tracked thread keeps its totals. */

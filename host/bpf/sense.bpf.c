@@ -184,6 +184,17 @@ static void switch_in(struct task_struct *next, __u32 cpu, __u64 now)
         account(cpu, tid, wait, now);
 }
 
+/* A thread that exits is no longer tracked: its lookups then fail, which reads as gone (and a
+ * reused tid starts from nothing). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sa_exit, struct task_struct *p)
+{
+    __u32 tid = BPF_CORE_READ(p, pid);
+
+    bpf_map_delete_elem(&tracked, &tid);
+    return 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sa_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {

@@ -6,6 +6,7 @@
 #define G_LOG_DOMAIN "test-core-sensing"
 
 #include <glib.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -13,8 +14,10 @@
 #include <unistd.h>
 
 #include "core-private.h"
+#include "recorder.h"
 #include "sa-error.h"
 #include "sa-metrics.h"
+#include "sa-sampler.h"
 
 static SaCore *core_with(SaSensingMode mode)
 {
@@ -190,6 +193,84 @@ static void test_event_tick(void)
     sa_core_free(core);
 }
 
+static void schedstat(pid_t tid, guint64 *run)
+{
+    g_autofree char *path = g_strdup_printf("/proc/self/task/%d/schedstat", tid);
+    g_autofree char *text = NULL;
+    guint64 delay;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_assert_true(sa_schedstat_parse(text, run, &delay, NULL));
+}
+
+typedef struct {
+    Spinner sp;
+    atomic_int tid;
+} VcpuThread;
+
+static void *vcpu_spin(void *data)
+{
+    VcpuThread *v = data;
+
+    atomic_store(&v->tid, (int)gettid());
+    return spin(&v->sp);
+}
+
+/* A managed VM whose "vCPUs" are two spinning threads of this process: with the sensor, the
+ * tick reads them from its map (run time as /proc's schedstat says), and a vCPU thread that
+ * exits reads as gone. */
+static void test_vcpus_via_sensor(void)
+{
+    SaCore *core = core_with(SA_SENSING_AUTO);
+    int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    VcpuThread v[2] = {0};
+    guint64 p0, p1;
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return;
+    }
+    g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
+    for (guint i = 0; i < 2; i++) {
+        v[i].sp.cpu = cpu;
+        g_assert_cmpint(pthread_create(&v[i].sp.thread, NULL, vcpu_spin, &v[i]), ==, 0);
+        while (!atomic_load(&v[i].tid))
+            g_usleep(100);
+        pid_t tid = atomic_load(&v[i].tid);
+        g_array_append_val(tids, tid);
+    }
+    SaVmFacts *f = rec_facts("key-spin", "spin", getpid(), 2);
+    f->vcpu_tids = g_array_ref(tids);
+    RecVm *rec = rec_vm_new("key-spin", f);
+    sa_core_report(core, &rec_ops, rec, f);
+    SaVm *vm = sa_core_lookup(core, "key-spin");
+    g_assert_nonnull(vm);
+    g_assert_cmpint(vm->status, ==, SA_VM_MANAGED);
+
+    sa_core_tick(core);
+    g_assert_true(vm->sampling.via_sense);
+    g_usleep(30000); /* a switch or two: the totals count from the next one */
+    sa_core_tick(core);
+    schedstat(g_array_index(tids, pid_t, 0), &p0);
+    g_usleep(300000);
+    sa_core_tick(core);
+    schedstat(g_array_index(tids, pid_t, 0), &p1);
+    const SaVcpuSample *d = &g_array_index(vm->sampling.deltas, SaVcpuSample, 0);
+    g_test_message("vCPU 0: map %.1f ms, /proc %.1f ms", d->run_ns / 1e6, (p1 - p0) / 1e6);
+    g_assert_cmpint(d->last_cpu, ==, cpu);
+    g_assert_cmpfloat(fabs((double)d->run_ns - (double)(p1 - p0)), <, 0.1 * (p1 - p0) + 5e6);
+
+    spin_stop(&v[1].sp);
+    sa_core_tick(core);
+    d = &g_array_index(vm->sampling.deltas, SaVcpuSample, 1);
+    g_assert_cmpint(d->last_cpu, ==, -1);
+    g_assert_cmpuint(d->run_ns, ==, 0);
+    spin_stop(&v[0].sp);
+    sa_core_free(core);
+    rec_vm_unref(rec);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -197,5 +278,6 @@ int main(int argc, char **argv)
     g_test_add_func("/core/sensing/proc", test_proc);
     g_test_add_func("/core/sensing/reload", test_reload);
     g_test_add_func("/core/sensing/event-tick", test_event_tick);
+    g_test_add_func("/core/sensing/vcpus-via-sensor", test_vcpus_via_sensor);
     return g_test_run();
 }

@@ -311,6 +311,30 @@ static void test_times(void)
     g_assert_false(sa_sense_thread_times(s, tid, &r1, &d1, &last));
 }
 
+/* A tracked thread that exits is no longer tracked; one tracked before it ever ran has no CPU. */
+static void test_exit(void)
+{
+    g_autoptr(SaSense) s = sense_or_skip();
+    guint64 run, delay;
+    int last = 0;
+    Spinner sp;
+    pid_t tid;
+
+    if (!s)
+        return;
+    spinner_start(&sp, test_cpu(), 1000, 1000);
+    tid = atomic_load(&sp.tid);
+    g_assert_true(sa_sense_track(s, tid));
+    g_assert_true(sa_sense_track(s, -1));
+    g_assert_true(sa_sense_thread_times(s, -1, &run, &delay, &last));
+    g_assert_cmpint(last, ==, -1);
+    g_usleep(20000);
+    g_assert_true(sa_sense_thread_times(s, tid, &run, &delay, &last));
+    g_assert_cmpint(last, ==, test_cpu());
+    spinner_stop(&sp);
+    g_assert_false(sa_sense_thread_times(s, tid, &run, &delay, &last));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -319,5 +343,6 @@ int main(int argc, char **argv)
     g_test_add_func("/sense/bpf/event", test_event);
     g_test_add_func("/sense/bpf/ignored", test_ignored);
     g_test_add_func("/sense/bpf/times", test_times);
+    g_test_add_func("/sense/bpf/exit", test_exit);
     return g_test_run();
 }
