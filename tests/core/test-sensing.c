@@ -262,6 +262,10 @@ static void test_vcpus_via_sensor(void)
     g_assert_cmpfloat(fabs((double)d->run_ns - (double)(p1 - p0)), <, 0.1 * (p1 - p0) + 5e6);
 
     spin_stop(&v[1].sp);
+    /* Its exit is done (the map forgot it) once /proc forgot it too. */
+    g_autofree char *gone = g_strdup_printf("/proc/self/task/%d", g_array_index(tids, pid_t, 1));
+    for (int i = 0; i < 1000 && g_file_test(gone, G_FILE_TEST_EXISTS); i++)
+        g_usleep(1000);
     sa_core_tick(core);
     d = &g_array_index(vm->sampling.deltas, SaVcpuSample, 1);
     g_assert_cmpint(d->last_cpu, ==, -1);
