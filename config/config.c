@@ -30,6 +30,14 @@
  * 64 GiB/s is beyond any memory bus: no limit in practice. */
 #define DEFAULT_MEMORY_RATE_MIB_S 256
 #define MEMORY_RATE_MIB_S_MAX 65536
+/* [sensing]: a wait shorter than 100 µs is a normal wakeup latency, a window longer than a
+ * second is slower than the tick it is meant to beat. */
+#define DEFAULT_SENSING_THRESHOLD_US 2000
+#define SENSING_THRESHOLD_US_MIN 100
+#define SENSING_THRESHOLD_US_MAX 100000
+#define DEFAULT_SENSING_WINDOW_US 10000
+#define SENSING_WINDOW_US_MIN 1000
+#define SENSING_WINDOW_US_MAX 1000000
 
 /* Every group and key the file may have. */
 static const char *const daemon_keys[] = {
@@ -48,6 +56,8 @@ static const char *const hook_keys[] = {"strict", NULL};
 static const char *const qmp_keys[] = {"sockets", "trust_writable_dirs", NULL};
 static const char *const metrics_keys[] = {"textfile", "every", NULL};
 static const char *const memory_keys[] = {"migrate", "rate_mib_s", NULL};
+static const char *const sensing_keys[] = {"mode", "wait_threshold_us", "window_us", NULL};
+static const char *const sensing_mode_names[] = {"auto", "bpf", "proc", NULL};
 /* [vm NAME] groups: one per QEMU process found over QMP. */
 #define VM_GROUP_PREFIX "vm "
 static const char *const vm_keys[] = {"mode", "preferred", "softness", NULL};
@@ -67,7 +77,7 @@ static const struct {
     {"daemon", daemon_keys}, {"partitions", partitions_keys},
     {"policy", policy_keys}, {"hook", hook_keys},
     {"qmp", qmp_keys},       {"metrics", metrics_keys},
-    {"memory", memory_keys},
+    {"memory", memory_keys}, {"sensing", sensing_keys},
 };
 
 const char *sa_manage_to_string(SaManage manage)
@@ -79,6 +89,11 @@ const char *sa_manage_to_string(SaManage manage)
         return "explicit";
     }
     return "unknown";
+}
+
+const char *sa_sensing_mode_to_string(SaSensingMode mode)
+{
+    return (guint)mode < G_N_ELEMENTS(sensing_mode_names) - 1 ? sensing_mode_names[mode] : "?";
 }
 
 const char *sa_backend_to_string(SaBackend backend)
@@ -154,6 +169,9 @@ SaConfig *sa_config_new_default(void)
     cfg->metrics_every = 1;
     cfg->memory_migrate = true;
     cfg->memory_rate_mib_s = DEFAULT_MEMORY_RATE_MIB_S;
+    cfg->sensing_mode = SA_SENSING_AUTO;
+    cfg->sensing_threshold_us = DEFAULT_SENSING_THRESHOLD_US;
+    cfg->sensing_window_us = DEFAULT_SENSING_WINDOW_US;
     return cfg;
 }
 
@@ -339,7 +357,7 @@ static bool check_groups_and_keys(const Loader *l, GError **error)
         if (keys == NULL) {
             g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
                         "%s: [%s]: unknown group (known: daemon, partitions, policy, hook, qmp, "
-                        "metrics, memory, vm NAME, rule NAME)",
+                        "metrics, memory, sensing, vm NAME, rule NAME)",
                         l->path, *g);
             return false;
         }
@@ -836,6 +854,26 @@ static bool load_memory(const Loader *l, SaConfig *cfg, GError **error)
                     NULL, error);
 }
 
+static bool load_sensing(const Loader *l, SaConfig *cfg, GError **error)
+{
+    int mode = (int)cfg->sensing_mode;
+
+    if (!get_choice(l, "sensing", "mode", sensing_mode_names, &mode, error) ||
+        !get_uint(l, "sensing", "wait_threshold_us", SENSING_THRESHOLD_US_MIN,
+                  SENSING_THRESHOLD_US_MAX, &cfg->sensing_threshold_us, NULL, error) ||
+        !get_uint(l, "sensing", "window_us", SENSING_WINDOW_US_MIN, SENSING_WINDOW_US_MAX,
+                  &cfg->sensing_window_us, NULL, error))
+        return false;
+    cfg->sensing_mode = (SaSensingMode)mode;
+    if (cfg->sensing_window_us < cfg->sensing_threshold_us) {
+        set_bad_value(error, l, "sensing", "window_us",
+                      "shorter than wait_threshold_us=%u (the window must hold the threshold)",
+                      cfg->sensing_threshold_us);
+        return false;
+    }
+    return true;
+}
+
 static bool read_file(const char *path, bool explicit_path, const char *named_by, char **contents,
                       gsize *len, bool *missing, GError **error)
 {
@@ -1030,7 +1068,8 @@ SaConfig *sa_config_load(const char *path, GError **error)
               load_daemon(&l, cfg, error) && load_partitions(&l, cfg, error) &&
               load_policy(&l, cfg, error) && load_hook(&l, cfg, error) &&
               load_qmp(&l, cfg, error) && load_metrics(&l, cfg, error) &&
-              load_memory(&l, cfg, error) && load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
+              load_memory(&l, cfg, error) && load_sensing(&l, cfg, error) &&
+              load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
     merge_clear(&m);
     return ok ? g_steal_pointer(&cfg) : NULL;
 }
@@ -1161,6 +1200,9 @@ char *sa_config_to_keyfile(const SaConfig *cfg)
     g_key_file_set_uint64(kf, "metrics", "every", cfg->metrics_every);
     g_key_file_set_value(kf, "memory", "migrate", cfg->memory_migrate ? "auto" : "off");
     g_key_file_set_uint64(kf, "memory", "rate_mib_s", cfg->memory_rate_mib_s);
+    g_key_file_set_value(kf, "sensing", "mode", sa_sensing_mode_to_string(cfg->sensing_mode));
+    g_key_file_set_uint64(kf, "sensing", "wait_threshold_us", cfg->sensing_threshold_us);
+    g_key_file_set_uint64(kf, "sensing", "window_us", cfg->sensing_window_us);
 
     if (cfg->path != NULL)
         g_string_append_printf(read, " read: %s\n", cfg->path);

@@ -15,6 +15,13 @@ typedef enum {
     SA_MANAGE_EXPLICIT, /* only VMs with the metadata element are managed */
 } SaManage;
 
+/* [sensing] mode: how softaffd learns that threads wait (host/sa-sense.h). */
+typedef enum {
+    SA_SENSING_AUTO, /* BPF when it loads, else /proc on the tick alone */
+    SA_SENSING_BPF,  /* BPF or refuse to start */
+    SA_SENSING_PROC, /* never load BPF */
+} SaSensingMode;
+
 typedef enum {
     SA_BACKEND_LIBVIRT,
     SA_BACKEND_QMP,
@@ -98,6 +105,10 @@ typedef struct {
     bool memory_migrate;     /* migrate=auto (true, the default) | off: guest memory follows
                                 the VM's home node */
     guint memory_rate_mib_s; /* 256; 1..65536: how fast the mover moves one VM's memory */
+    /* [sensing] */
+    SaSensingMode sensing_mode; /* auto */
+    guint sensing_threshold_us; /* wait_threshold_us, 2000; 100..100000 */
+    guint sensing_window_us;    /* window_us, 10000; 1000..1000000, >= the threshold */
 } SaConfig;
 
 SaConfig *sa_config_new_default(void);
@@ -124,5 +135,6 @@ const SaVmConfig *sa_config_find_vm(const SaConfig *cfg, const char *name);
 
 const char *sa_manage_to_string(SaManage manage);
 const char *sa_backend_to_string(SaBackend backend);
+const char *sa_sensing_mode_to_string(SaSensingMode mode);
 
 G_END_DECLS

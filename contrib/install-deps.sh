@@ -16,6 +16,7 @@ PACKAGES=(
     busybox-static cpio gzip procps python3 numactl gnuplot-nox
     systemd  # systemd-analyze: the systemd-unit test checks the generated unit with it
     scdoc bash-completion clang libclang-rt-14-dev  # man pages, completion dir, fuzzing
+    libbpf-dev bpftool  # with clang: event sensing (host/bpf, meson -Dbpf)
 )
 
 log() { printf 'install-deps: %s\n' "$*"; }

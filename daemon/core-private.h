@@ -6,6 +6,7 @@
  *   tick.c      SaPolicyVm input, decisions, SaVmStats, SaCore usage/ticks
  *   actuator.c  SaVmActuation, the lanes (workers, deadlines, stalls, shutdown)
  *   mover.c     its own state, behind its lock (the main loop asks it for copies)
+ *   core.c      event sensing (the BPF sensor, its watch, the extra ticks)
  * The control server and the metrics only read. */
 #pragma once
 
@@ -13,6 +14,7 @@
 #include "sa-numa.h"
 #include "sa-policy.h"
 #include "sa-sampler.h"
+#include "sa-sense.h"
 
 G_BEGIN_DECLS
 
@@ -45,6 +47,8 @@ typedef struct {
     bool lost_reported;   /* threads_lost was sent for reported thread ids */
     bool stopped;         /* its QEMU process is stopped (SIGSTOP, a debugger) */
     gint64 stopped_since; /* g_get_real_time() */
+    guint64 sense_gen;    /* its threads are tracked by the sensor of this generation, 0 none */
+    bool via_sense;       /* prev came from the sensor's map, not /proc */
 } SaVmSampling;
 
 /* Counters and times while managed; never reset while the daemon runs (tick.c). */
@@ -147,7 +151,33 @@ struct SaCore {
 
     /* guest memory following the homes (mover.c; its own thread) */
     SaMover *mover;
+
+    /* event sensing (core.c): NULL sense = /proc on the tick alone */
+    bool sensing_started; /* sa_core_start_sensing was called (reloads follow the mode) */
+    SaSense *sense;
+    guint64 sense_gen;      /* bumped per sensor loaded: which one tracks a VM's threads */
+    char *sensing_reason;   /* why this mode, for the log and the status */
+    guint sense_source;     /* the watch on sa_sense_fd */
+    guint event_tick_timer; /* an extra tick deferred by the rate limit */
+    guint64 event_ticks;    /* extra ticks the events ran */
+    guint64 sense_events;   /* events read */
 };
+
+/* At most one event-driven tick per this long after any tick. */
+#define SA_EVENT_TICK_MIN_US (20 * 1000)
+
+/* ---- core.c: event sensing ---- */
+/* Loads the sensor as [sensing] mode says and watches its events (softaffd's start; tests and
+ * benchmarks that never call it sense on the tick alone). Logs the mode and why once. False
+ * only for mode=bpf when the program cannot load, naming why. */
+bool sa_core_start_sensing(SaCore *core, GError **error);
+/* Unloads the sensor and its watch (shutdown, free). */
+void sa_core_stop_sensing(SaCore *core);
+/* "bpf" or "proc", and why. */
+const char *sa_core_sensing_mode(const SaCore *core);
+/* After a tick: watch the CPUs of every partition some managed VM of another home is allowed
+ * onto, ignoring those visitors' vCPU threads. */
+void sa_core_sense_update(SaCore *core);
 
 /* ---- registry.c ---- */
 SaVm *sa_core_lookup(const SaCore *core, const char *key);

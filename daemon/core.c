@@ -1,7 +1,14 @@
-/* softaffd — the core's life: creation, reload, freeing. */
+/* softaffd — the core's life: creation, reload, freeing; and event sensing: the BPF sensor
+ * (host/sa-sense.h) watches the partitions whose door is open to visitors and, when their
+ * owners wait, runs a tick at once instead of at the next interval. */
 #define G_LOG_DOMAIN "softaffd"
 
+#include <glib-unix.h>
+
 #include "core-private.h"
+#include "sa-error.h"
+
+#define SENSE_DRAIN_MAX 64
 
 SaCore *sa_core_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **error)
 {
@@ -33,6 +40,8 @@ void sa_core_free(SaCore *core)
     if (!core)
         return;
     core->stopped = NULL;
+    sa_core_stop_sensing(core);
+    g_free(core->sensing_reason);
     g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
     for (guint i = 0; i < vms->len; i++)
         sa_core_remove(core, g_ptr_array_index(vms, i));
@@ -52,8 +61,27 @@ void sa_core_free(SaCore *core)
     g_free(core);
 }
 
+/* A reload that changes the mode loads or unloads the sensor; mode=bpf that cannot load keeps
+ * the daemon running on /proc (a running daemon is not stopped by a reload). */
+static void reload_sensing(SaCore *core, SaSensingMode old_mode)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!core->sensing_started)
+        return;
+    if (core->cfg->sensing_mode != old_mode) {
+        if (!sa_core_start_sensing(core, &error))
+            g_warning("reload: %s; sensing on the tick alone", error->message);
+    } else if (core->sense) {
+        sa_sense_set_threshold(core->sense, core->cfg->sensing_threshold_us,
+                               core->cfg->sensing_window_us);
+    }
+}
+
 void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
 {
+    SaSensingMode old_mode = core->cfg->sensing_mode;
+
     sa_config_free(core->cfg);
     sa_topology_free(core->topo);
     core->cfg = cfg;
@@ -68,4 +96,161 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
     g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
     for (guint i = 0; i < vms->len; i++)
         sa_vm_reset_policy(g_ptr_array_index(vms, i));
+    reload_sensing(core, old_mode);
+}
+
+const char *sa_core_sensing_mode(const SaCore *core)
+{
+    return core->sense ? "bpf" : "proc";
+}
+
+static void event_tick(SaCore *core)
+{
+    core->event_ticks++;
+    sa_core_tick(core);
+}
+
+static gboolean event_tick_cb(gpointer data)
+{
+    SaCore *core = data;
+
+    core->event_tick_timer = 0;
+    event_tick(core);
+    return G_SOURCE_REMOVE;
+}
+
+/* An owner waits: tick now, or once SA_EVENT_TICK_MIN_US has passed since the last tick (the
+ * regular timer keeps its schedule; a tick in between answers the event). */
+static void schedule_event_tick(SaCore *core)
+{
+    gint64 since = g_get_monotonic_time() - core->last_sample_us;
+
+    if (core->event_tick_timer || core->stopping)
+        return;
+    if (since >= SA_EVENT_TICK_MIN_US) {
+        event_tick(core);
+        return;
+    }
+    core->event_tick_timer =
+        g_timeout_add((guint)((SA_EVENT_TICK_MIN_US - since + 999) / 1000), event_tick_cb, core);
+}
+
+static gboolean on_sense_events(gint fd, GIOCondition condition, gpointer data)
+{
+    SaCore *core = data;
+    SaSenseEvent ev[SENSE_DRAIN_MAX];
+    guint n = sa_sense_drain(core->sense, ev, G_N_ELEMENTS(ev));
+
+    if (n == 0)
+        return G_SOURCE_CONTINUE;
+    core->sense_events += n;
+    g_debug("sensing: CPU %d: thread %d waited %.2f ms in the window%s", ev[0].cpu, (int)ev[0].tid,
+            ev[0].wait_ns / 1e6, n > 1 ? " (and more)" : "");
+    schedule_event_tick(core);
+    return G_SOURCE_CONTINUE;
+}
+
+void sa_core_stop_sensing(SaCore *core)
+{
+    if (core->sense_source)
+        g_source_remove(core->sense_source);
+    if (core->event_tick_timer)
+        g_source_remove(core->event_tick_timer);
+    core->sense_source = core->event_tick_timer = 0;
+    g_clear_pointer(&core->sense, sa_sense_free);
+}
+
+/* The sensor per the mode, or NULL with why in *reason. */
+static SaSense *load_sensor(const SaConfig *cfg, char **reason)
+{
+    g_autoptr(GError) error = NULL;
+    SaSense *s = NULL;
+
+    if (cfg->sensing_mode == SA_SENSING_PROC) {
+        *reason = g_strdup("[sensing] mode=proc");
+        return NULL;
+    }
+    s = sa_sense_new(&error);
+    if (!s) {
+        *reason = g_strdup(error->message);
+        return NULL;
+    }
+    *reason = g_strdup_printf("BPF program loaded ([sensing] mode=%s)",
+                              sa_sensing_mode_to_string(cfg->sensing_mode));
+    sa_sense_set_threshold(s, cfg->sensing_threshold_us, cfg->sensing_window_us);
+    return s;
+}
+
+bool sa_core_start_sensing(SaCore *core, GError **error)
+{
+    const SaConfig *cfg = core->cfg;
+
+    sa_core_stop_sensing(core);
+    g_clear_pointer(&core->sensing_reason, g_free);
+    core->sensing_started = true;
+    core->sense = load_sensor(cfg, &core->sensing_reason);
+    core->sense_gen++;
+    if (!core->sense && cfg->sensing_mode == SA_SENSING_BPF) {
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED, "[sensing] mode=bpf: %s",
+                    core->sensing_reason);
+        return false;
+    }
+    if (core->sense) {
+        core->sense_source =
+            g_unix_fd_add(sa_sense_fd(core->sense), G_IO_IN, on_sense_events, core);
+        g_info("sensing: BPF events (a wait over %u us in %u us wakes a tick): %s",
+               cfg->sensing_threshold_us, cfg->sensing_window_us, core->sensing_reason);
+    } else {
+        g_info("sensing: /proc on the tick alone: %s", core->sensing_reason);
+    }
+    return true;
+}
+
+/* Adds to watch the partitions other than its home that vm is allowed onto; false: none. */
+static bool visits(const SaCore *core, const SaVm *vm, SaCpuSet *watch)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    int home = st->home >= 0 ? sa_topology_find_partition(core->topo, (guint)st->home) : -1;
+    bool any = false;
+
+    if (!st->vcpus || home < 0)
+        return false;
+    for (guint i = 0; i < core->topo->partitions->len; i++) {
+        const SaPartition *p = g_ptr_array_index(core->topo->partitions, i);
+
+        if ((int)i == home || !sa_cpuset_intersects(st->vcpus, p->cpus))
+            continue;
+        sa_cpuset_union(watch, p->cpus);
+        any = true;
+    }
+    return any;
+}
+
+void sa_core_sense_update(SaCore *core)
+{
+    g_autoptr(SaCpuSet) watch = NULL;
+    g_autoptr(GArray) ignore = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (!core->sense)
+        return;
+    watch = sa_cpuset_new();
+    ignore = g_array_new(FALSE, FALSE, sizeof(pid_t));
+    for (guint i = 0; i < core->tick_vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(core->tick_vms, i);
+        GPtrArray *threads = vm->sampling.threads;
+
+        if (!visits(core, vm, watch))
+            continue;
+        for (guint t = 0; threads && t < threads->len; t++) {
+            const SaThreadSampler *ts = g_ptr_array_index(threads, t);
+            pid_t tid = ts ? sa_thread_sampler_tid(ts) : 0;
+
+            if (tid > 0)
+                g_array_append_val(ignore, tid);
+        }
+    }
+    if (!sa_sense_watch(core->sense, watch, (const pid_t *)(void *)ignore->data, ignore->len,
+                        &error))
+        g_warning_once("sensing: %s (said once)", error->message);
 }

@@ -113,6 +113,14 @@ static void format_daemon(GString *out, const SaCore *d, const GPtrArray *vms)
     family(out, "softaff_ticks_total", COUNTER, "Ticks (sample, decide, apply) run.");
     sample_uint(out, "softaff_ticks_total", NULL, 0, d->ticks);
 
+    family(out, "softaff_event_ticks_total", COUNTER,
+           "Extra ticks run at once because owners waited on a watched CPU (BPF sensing).");
+    sample_uint(out, "softaff_event_ticks_total", NULL, 0, d->event_ticks);
+
+    family(out, "softaff_sensing_bpf", GAUGE,
+           "1 when waits are sensed by the BPF program, 0 when by /proc on the tick alone.");
+    sample_uint(out, "softaff_sensing_bpf", NULL, 0, d->sense != NULL);
+
     family(out, "softaff_tick_cpu_seconds", GAUGE, "CPU time the last tick took.");
     sample_double(out, "softaff_tick_cpu_seconds", NULL, 0, d->last_tick_cpu_ms / 1000.0);
 

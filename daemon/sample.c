@@ -121,6 +121,7 @@ static bool find_threads(SaVm *vm, GError **error)
     g_array_set_size(s->deltas, f->n_vcpus);
     s->have_prev = false;
     s->lost_reported = false;
+    s->sense_gen = 0; /* new threads: track them */
     guint found = f->vcpu_tids ? open_reported(s, f->pid, f->vcpu_tids, error)
                                : scan_by_name(s, f->pid, f->n_vcpus, error);
     s->stale = found == 0;
@@ -185,6 +186,36 @@ static void check_stopped(SaVm *vm, guint64 run_and_wait)
     }
 }
 
+/* With the BPF sensor, the VM's vCPU threads are tracked once (after they are found) and each
+ * is one map lookup a tick instead of one or two /proc reads; false: sample /proc (no sensor,
+ * or its map is full). */
+static bool sense_tracks(SaCore *core, SaVm *vm)
+{
+    SaVmSampling *s = &vm->sampling;
+
+    if (!core->sense)
+        return false;
+    if (s->sense_gen == core->sense_gen)
+        return true;
+    for (guint i = 0; i < s->threads->len; i++) {
+        const SaThreadSampler *t = g_ptr_array_index(s->threads, i);
+
+        if (t && !sa_sense_track(core->sense, sa_thread_sampler_tid(t)))
+            return false;
+    }
+    s->sense_gen = core->sense_gen;
+    return true;
+}
+
+/* A tracked thread's totals from the map; the sensor forgets a thread that exits, so a failed
+ * lookup means gone as a failed /proc read does. */
+static bool read_vcpu_sense(SaCore *core, const SaThreadSampler *t, SaThreadSample *cur)
+{
+    *cur = (SaThreadSample){.last_cpu = -1};
+    return t && sa_sense_thread_times(core->sense, sa_thread_sampler_tid(t), &cur->run_ns,
+                                      &cur->delay_ns, &cur->last_cpu);
+}
+
 bool sa_core_sample_vm(SaCore *core, SaVm *vm)
 {
     SaVmSampling *s = &vm->sampling;
@@ -195,13 +226,20 @@ bool sa_core_sample_vm(SaCore *core, SaVm *vm)
             return false;
         }
     }
+    bool via_sense = sense_tracks(core, vm);
+    if (via_sense != s->via_sense) {
+        /* Totals since tracking and /proc's since the thread started: no delta across them. */
+        s->via_sense = via_sense;
+        s->have_prev = false;
+    }
     bool have_prev = s->have_prev, full = needs_last_cpu(core, vm);
     guint64 run_and_wait = 0;
     for (guint i = 0; i < s->threads->len; i++) {
         SaThreadSample *prev = &g_array_index(s->prev, SaThreadSample, i);
         SaVcpuSample *delta = &g_array_index(s->deltas, SaVcpuSample, i);
         SaThreadSample cur;
-        if (!read_vcpu(g_ptr_array_index(s->threads, i), full, &cur)) {
+        SaThreadSampler *t = g_ptr_array_index(s->threads, i);
+        if (!(via_sense ? read_vcpu_sense(core, t, &cur) : read_vcpu(t, full, &cur))) {
             /* A vCPU thread went away (unplug, VM stopping): find them again. */
             threads_lost(vm);
             *delta = (SaVcpuSample){.last_cpu = -1};

@@ -16,7 +16,7 @@
 #include "backend-libvirt.h"
 #include "backend-qmp.h"
 #include "control-server.h"
-#include "core.h"
+#include "core-private.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
 #include "sa-sampler.h"
@@ -278,6 +278,11 @@ static bool create_core(App *app, const Options *o)
            o->dry_run ? ", dry run" : "");
     app->core = sa_core_new(g_steal_pointer(&cfg), g_steal_pointer(&topo), o->dry_run, &error);
     if (!app->core) {
+        g_critical("%s", error->message);
+        return false;
+    }
+    /* --once decides once: no main loop to hear events. */
+    if (!o->once && !sa_core_start_sensing(app->core, &error)) {
         g_critical("%s", error->message);
         return false;
     }

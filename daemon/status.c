@@ -243,6 +243,20 @@ static json_object *vm_json(const SaCore *core, const SaVm *vm)
     return o;
 }
 
+/* How softaffd senses waits, why, and what the events did. */
+static json_object *sensing_json(const SaCore *core)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "mode", json_object_new_string(sa_core_sensing_mode(core)));
+    json_object_object_add(o, "reason",
+                           json_object_new_string(core->sensing_reason
+                                                      ? core->sensing_reason
+                                                      : "not started (tick alone)"));
+    json_object_object_add(o, "events", json_object_new_uint64(core->sense_events));
+    json_object_object_add(o, "event_ticks", json_object_new_uint64(core->event_ticks));
+    return o;
+}
+
 static json_object *daemon_json(const SaCore *core)
 {
     json_object *daemon = json_object_new_object();
@@ -256,6 +270,7 @@ static json_object *daemon_json(const SaCore *core)
     json_object_object_add(daemon, "stopping", json_object_new_boolean(core->stopping));
     json_object_object_add(daemon, "tick_cpu_ms", json_object_new_double(core->last_tick_cpu_ms));
     json_object_object_add(daemon, "commands_running", json_object_new_int((int)core->running));
+    json_object_object_add(daemon, "sensing", sensing_json(core));
     return daemon;
 }
 

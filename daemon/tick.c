@@ -205,6 +205,11 @@ void sa_core_tick(SaCore *core)
 {
     if (core->stopping)
         return;
+    /* This tick answers an event waiting for its turn too. */
+    if (core->event_tick_timer) {
+        g_source_remove(core->event_tick_timer);
+        core->event_tick_timer = 0;
+    }
     double cpu0 = process_cpu_ms();
     gint64 now = g_get_monotonic_time();
     guint64 interval_ns = (guint64)MAX(now - core->last_sample_us, 1) * 1000;
@@ -221,6 +226,7 @@ void sa_core_tick(SaCore *core)
         act_on_decision(core, g_ptr_array_index(managed, i));
         follow_home(core, g_ptr_array_index(managed, i));
     }
+    sa_core_sense_update(core);
     write_metrics(core);
     core->last_tick_cpu_ms = process_cpu_ms() - cpu0;
 }

@@ -47,12 +47,20 @@ void sa_sense_set_threshold(SaSense *s, guint threshold_us, guint window_us);
 /* Reads the waiting events into out (at most max), without blocking; returns how many. */
 guint sa_sense_drain(SaSense *s, SaSenseEvent *out, guint max);
 
-/* Tracks tid's run and wait (from the next switch on); false when the map is full. */
+/* Tracks tid's run and wait (from the next switch on) until it exits; false when the map is
+ * full. */
 bool sa_sense_track(SaSense *s, pid_t tid);
 void sa_sense_untrack(SaSense *s, pid_t tid);
 /* The tracked thread's run and wait totals in ns since sa_sense_track (one map lookup), and the
- * CPU it last ran on; false when it is not tracked. */
+ * CPU it last ran on (-1: not yet); false when it is not tracked (never, untracked, exited). */
 bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *delay_ns,
                            int *last_cpu);
+
+/* Every tracked thread's times at once, in batches of map entries (a few system calls for
+ * thousands of threads, where sa_sense_thread_times is one each): fn is called per thread;
+ * returns how many. */
+typedef void (*SaSenseTimesFunc)(pid_t tid, guint64 run_ns, guint64 delay_ns, int last_cpu,
+                                 gpointer data);
+guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data);
 
 G_END_DECLS

@@ -102,6 +102,9 @@ static void assert_defaults(const SaConfig *cfg)
     g_assert_cmpuint(cfg->metrics_every, ==, 1);
     g_assert_true(cfg->memory_migrate);
     g_assert_cmpuint(cfg->memory_rate_mib_s, ==, 256);
+    g_assert_cmpint(cfg->sensing_mode, ==, SA_SENSING_AUTO);
+    g_assert_cmpuint(cfg->sensing_threshold_us, ==, 2000);
+    g_assert_cmpuint(cfg->sensing_window_us, ==, 10000);
 }
 
 static void test_defaults(void)
@@ -350,8 +353,7 @@ static const struct {
     /* unknown groups and keys */
     {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
      "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
-     "vm "
-     "NAME, rule NAME)"},
+     "sensing, vm NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms, rebalance, rebalance_window_ms, rebalance_max_moves_per_hour)"},
@@ -511,8 +513,7 @@ static const struct {
      "@: [rule  a]: rule \"a\" configured twice"},
     {"[rules a]\nmatch_name=a\n", SA_ERROR_CONFIG,
      "@: [rules a]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
-     "vm "
-     "NAME, rule NAME)"},
+     "sensing, vm NAME, rule NAME)"},
     /* [metrics] */
     {"[metrics]\ntextfile=softaff.prom\n", SA_ERROR_CONFIG,
      "@: [metrics] textfile=softaff.prom: not an absolute path"},
@@ -530,6 +531,25 @@ static const struct {
      "@: [memory] rate_mib_s=1.5: not a whole number 1-65536"},
     {"[memory]\nbind=true\n", SA_ERROR_CONFIG,
      "@: [memory] bind=true: unknown key (known in [memory]: migrate, rate_mib_s)"},
+    /* [sensing] */
+    {"[sensing]\nmode=ebpf\n", SA_ERROR_CONFIG,
+     "@: [sensing] mode=ebpf: not one of auto, bpf, proc"},
+    {"[sensing]\nwait_threshold_us=99\n", SA_ERROR_CONFIG,
+     "@: [sensing] wait_threshold_us=99: out of range (allowed: 100-100000)"},
+    {"[sensing]\nwait_threshold_us=100001\nwindow_us=200000\n", SA_ERROR_CONFIG,
+     "@: [sensing] wait_threshold_us=100001: out of range (allowed: 100-100000)"},
+    {"[sensing]\nwindow_us=999\n", SA_ERROR_CONFIG,
+     "@: [sensing] window_us=999: out of range (allowed: 1000-1000000)"},
+    {"[sensing]\nwindow_us=1000001\n", SA_ERROR_CONFIG,
+     "@: [sensing] window_us=1000001: out of range (allowed: 1000-1000000)"},
+    {"[sensing]\nwait_threshold_us=5000\nwindow_us=4000\n", SA_ERROR_CONFIG,
+     "@: [sensing] window_us=4000: shorter than wait_threshold_us=5000 (the window must hold the "
+     "threshold)"},
+    {"[sensing]\nwindow_us=2ms\n", SA_ERROR_CONFIG,
+     "@: [sensing] window_us=2ms: not a whole number 1000-1000000"},
+    {"[sensing]\nthreshold_us=2000\n", SA_ERROR_CONFIG,
+     "@: [sensing] threshold_us=2000: unknown key (known in [sensing]: mode, wait_threshold_us, "
+     "window_us)"},
 };
 
 static void test_bad_values(Fixture *f, gconstpointer data)
@@ -789,7 +809,7 @@ static void test_dropin_errors(Fixture *f, gconstpointer data)
         {"[policy]\nsoftness=1\nsoftness=2\n",
          "@: [policy] softness=2: key given more than once in [policy]"},
         {"[polcy]\nsoftness=1\n", "@: [polcy]: unknown group (known: daemon, partitions, policy, "
-                                  "hook, qmp, metrics, memory, vm "
+                                  "hook, qmp, metrics, memory, sensing, vm "
                                   "NAME, rule NAME)"},
         {"softness=1\n", "@: Key file does not start with a group"},
         {"[vm web]\nmode=hard\n", "@: [vm web] mode=hard: not one of soft, strict, off"},
@@ -976,6 +996,9 @@ static void assert_same_config(const SaConfig *a, const SaConfig *b)
     g_assert_cmpuint(a->metrics_every, ==, b->metrics_every);
     g_assert_cmpint(a->memory_migrate, ==, b->memory_migrate);
     g_assert_cmpuint(a->memory_rate_mib_s, ==, b->memory_rate_mib_s);
+    g_assert_cmpint(a->sensing_mode, ==, b->sensing_mode);
+    g_assert_cmpuint(a->sensing_threshold_us, ==, b->sensing_threshold_us);
+    g_assert_cmpuint(a->sensing_window_us, ==, b->sensing_window_us);
     g_assert_cmpuint(a->vms->len, ==, b->vms->len);
     for (guint i = 0; i < a->vms->len; i++) {
         const SaVmConfig *x = g_ptr_array_index(a->vms, i), *y = g_ptr_array_index(b->vms, i);
@@ -1038,6 +1061,38 @@ static void test_memory(Fixture *f, gconstpointer data)
     g_assert_cmpuint(b->memory_rate_mib_s, ==, 65536);
     g_autofree char *text = sa_config_to_keyfile(b);
     g_assert_nonnull(strstr(text, "\n[memory]\nmigrate=auto\nrate_mib_s=65536\n"));
+}
+
+/* [sensing]: every mode, the edges (a window equal to the threshold is allowed), a round trip. */
+static void test_sensing(Fixture *f, gconstpointer data)
+{
+    static const char *const modes[] = {"auto", "bpf", "proc"};
+
+    for (guint i = 0; i < G_N_ELEMENTS(modes); i++) {
+        g_autofree char *text = g_strdup_printf(
+            "[sensing]\nmode = %s \nwait_threshold_us=100000\nwindow_us=100000\n", modes[i]);
+        g_autofree char *name = g_strdup_printf("sensing-%s.conf", modes[i]);
+        g_autofree char *copy = g_strdup_printf("copy-sensing-%s.conf", modes[i]);
+        g_autofree char *path = write_conf(f, name, text, -1);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+        g_assert_no_error(error);
+        g_assert_cmpint(cfg->sensing_mode, ==, (SaSensingMode)i);
+        g_assert_cmpstr(sa_sensing_mode_to_string(cfg->sensing_mode), ==, modes[i]);
+        g_assert_cmpuint(cfg->sensing_threshold_us, ==, 100000);
+        g_assert_cmpuint(cfg->sensing_window_us, ==, 100000);
+        assert_round_trip(f, path, copy);
+    }
+
+    g_autofree char *low =
+        write_conf(f, "sensing-low.conf", "[sensing]\nwait_threshold_us=100\nwindow_us=1000\n", -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(low, &error);
+    g_assert_no_error(error);
+    g_autofree char *text = sa_config_to_keyfile(cfg);
+    g_assert_nonnull(
+        strstr(text, "\n[sensing]\nmode=auto\nwait_threshold_us=100\nwindow_us=1000\n"));
 }
 
 static void test_to_keyfile(Fixture *f, gconstpointer data)
@@ -1121,6 +1176,7 @@ int main(int argc, char **argv)
     g_test_add_func("/config/strings", test_strings);
     ADD("/config/every-key", test_every_key);
     ADD("/config/memory", test_memory);
+    ADD("/config/sensing", test_sensing);
     ADD("/config/contrib-example", test_contrib_example);
     ADD("/config/contrib-rules", test_contrib_rules);
     ADD("/config/empty-file", test_empty_file);

@@ -1,0 +1,36 @@
+/* softaff — what sense.bpf.c and host/sense.c share: the map values and the ring buffer's
+ * record, in fixed-width types both sides agree on. */
+#pragma once
+
+#include <linux/types.h>
+
+/* One tracked thread's totals since it was tracked (ns) and its current run's start. */
+struct sa_sense_thread {
+    __u64 run_ns;
+    __u64 delay_ns;
+    __u64 oncpu_ts; /* 0: not on a CPU since tracked (its first run is not counted) */
+    __u32 last_cpu;
+    __u32 pad;
+};
+
+/* One CPU's window; written only by that CPU's switches (and the watched flag by the daemon). */
+struct sa_sense_cpu {
+    __u32 watched;
+    __u32 fired; /* this window already made its event */
+    __u64 window_start;
+    __u64 wait_ns;
+};
+
+struct sa_sense_record {
+    __u32 cpu;
+    __u32 tid;
+    __u64 wait_ns;
+    __u64 when_ns;
+};
+
+/* The maps' sizes: tracked threads (vCPUs), ignored threads, and runnable threads whose wait
+ * is being timed. */
+#define SA_SENSE_MAX_TRACKED 16384
+#define SA_SENSE_MAX_IGNORED 16384
+#define SA_SENSE_MAX_QUEUED 32768
+#define SA_SENSE_MAX_CPUS 4096

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* softaff — the scheduler-tracepoint program behind host/sense.c: per tracked thread run and
+ * wait (runqueue delay) totals, and per watched CPU the wait of every thread not ignored,
+ * summed over a window; the first window to pass the threshold sends one ring buffer record.
+ *
+ * The kernel types are the few fields used, declared here with preserve_access_index: libbpf
+ * relocates them against the running kernel's BTF at load, so the build needs no vmlinux.h
+ * (a package builder's kernel says nothing about the host's). */
+#include <stdbool.h>
+
+#include <linux/bpf.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sense-shared.h"
+
+struct thread_info {
+    unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+/* The runqueue CPU is thread_info.cpu on most kernels, task_struct.cpu on some. */
+struct task_struct {
+    struct thread_info thread_info;
+    unsigned int __state;
+    int pid;
+    unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+/* Before 5.14 the state was a long named state. */
+struct task_struct___old {
+    long state;
+} __attribute__((preserve_access_index));
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the daemon (sa_sense_set_threshold) through the mmapped data section. */
+__u64 threshold_ns = 2000000;
+__u64 window_ns = 10000000;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, SA_SENSE_MAX_TRACKED);
+    __type(key, __u32);
+    __type(value, struct sa_sense_thread);
+} tracked SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, SA_SENSE_MAX_IGNORED);
+    __type(key, __u32);
+    __type(value, __u8);
+} ignored SEC(".maps");
+
+/* When each runnable thread of interest was queued; LRU so lost wakeups cannot fill it. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, SA_SENSE_MAX_QUEUED);
+    __type(key, __u32);
+    __type(value, __u64);
+} queued SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SENSE_MAX_CPUS);
+    __type(key, __u32);
+    __type(value, struct sa_sense_cpu);
+} cpus SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, 64 * 1024);
+} events SEC(".maps");
+
+static bool cpu_watched(__u32 cpu)
+{
+    struct sa_sense_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
+
+    return c && c->watched;
+}
+
+/* Times the queueing of a thread that will run on cpu, when anyone cares about it. */
+static void enqueue(__u32 tid, __u32 cpu, __u64 now)
+{
+    if (!tid)
+        return;
+    if (cpu_watched(cpu) || bpf_map_lookup_elem(&tracked, &tid))
+        bpf_map_update_elem(&queued, &tid, &now, BPF_ANY);
+}
+
+static int on_wakeup(struct task_struct *p)
+{
+    __u32 cpu = bpf_get_smp_processor_id();
+
+    if (bpf_core_field_exists(p->thread_info.cpu))
+        cpu = BPF_CORE_READ(p, thread_info.cpu);
+    else if (bpf_core_field_exists(p->cpu))
+        cpu = BPF_CORE_READ(p, cpu);
+    enqueue(BPF_CORE_READ(p, pid), cpu, bpf_ktime_get_ns());
+    return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sa_wakeup, struct task_struct *p)
+{
+    return on_wakeup(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sa_wakeup_new, struct task_struct *p)
+{
+    return on_wakeup(p);
+}
+
+static bool still_runnable(struct task_struct *p)
+{
+    if (bpf_core_field_exists(p->__state))
+        return BPF_CORE_READ(p, __state) == 0;
+    return BPF_CORE_READ((struct task_struct___old *)p, state) == 0;
+}
+
+/* Adds a wait to cpu's window; the window's first crossing of the threshold is an event. */
+static void account(__u32 cpu, __u32 tid, __u64 wait, __u64 now)
+{
+    struct sa_sense_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
+    struct sa_sense_record *r;
+
+    if (!c || !c->watched || bpf_map_lookup_elem(&ignored, &tid))
+        return;
+    if (now - c->window_start >= window_ns) {
+        c->window_start = now;
+        c->wait_ns = 0;
+        c->fired = 0;
+    }
+    c->wait_ns += wait;
+    if (c->fired || c->wait_ns <= threshold_ns)
+        return;
+    c->fired = 1;
+    r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+    if (!r)
+        return;
+    r->cpu = cpu;
+    r->tid = tid;
+    r->wait_ns = c->wait_ns;
+    r->when_ns = now;
+    bpf_ringbuf_submit(r, 0);
+}
+
+static void switch_out(struct task_struct *prev, __u32 cpu, __u64 now)
+{
+    __u32 tid = BPF_CORE_READ(prev, pid);
+    struct sa_sense_thread *t = bpf_map_lookup_elem(&tracked, &tid);
+
+    if (t) {
+        if (t->oncpu_ts)
+            t->run_ns += now - t->oncpu_ts;
+        t->oncpu_ts = 0;
+        t->last_cpu = cpu;
+    }
+    if (still_runnable(prev))
+        enqueue(tid, cpu, now);
+}
+
+static void switch_in(struct task_struct *next, __u32 cpu, __u64 now)
+{
+    __u32 tid = BPF_CORE_READ(next, pid);
+    struct sa_sense_thread *t;
+    __u64 *since, wait = 0;
+
+    if (!tid)
+        return;
+    since = bpf_map_lookup_elem(&queued, &tid);
+    if (since) {
+        wait = now > *since ? now - *since : 0;
+        bpf_map_delete_elem(&queued, &tid);
+    }
+    t = bpf_map_lookup_elem(&tracked, &tid);
+    if (t) {
+        t->delay_ns += wait;
+        t->oncpu_ts = now;
+        t->last_cpu = cpu;
+    }
+    if (wait)
+        account(cpu, tid, wait, now);
+}
+
+/* A thread that exits is no longer tracked: its lookups then fail, which reads as gone (and a
+ * reused tid starts from nothing). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sa_exit, struct task_struct *p)
+{
+    __u32 tid = BPF_CORE_READ(p, pid);
+
+    bpf_map_delete_elem(&tracked, &tid);
+    return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sa_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    __u32 cpu = bpf_get_smp_processor_id();
+    __u64 now = bpf_ktime_get_ns();
+
+    switch_out(prev, cpu, now);
+    switch_in(next, cpu, now);
+    return 0;
+}

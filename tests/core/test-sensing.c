@@ -1,0 +1,287 @@
+/* Unit tests of softaffd's event sensing (daemon/core.c) on this host's real topology with no
+ * VM: [sensing] mode=auto|bpf|proc, the fallback and its reason in the status and metrics, a
+ * reload that changes the mode; where the BPF program loads (root, kernel BTF), an event runs
+ * a tick at once, and the tick's watch update (no visitors: nothing watched) stops the events.
+ * Tests that need the program skip without it, or fail with SOFTAFF_REQUIRE_VM=1. */
+#define G_LOG_DOMAIN "test-core-sensing"
+
+#include <glib.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core-private.h"
+#include "recorder.h"
+#include "sa-error.h"
+#include "sa-metrics.h"
+#include "sa-sampler.h"
+
+static SaCore *core_with(SaSensingMode mode)
+{
+    g_autoptr(GError) error = NULL;
+    SaConfig *cfg = sa_config_new_default();
+    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    SaCore *core;
+
+    g_assert_no_error(error);
+    cfg->sensing_mode = mode;
+    cfg->sensing_threshold_us = 1000;
+    core = sa_core_new(cfg, topo, TRUE, &error);
+    g_assert_no_error(error);
+    return core;
+}
+
+static void assert_reported(SaCore *core, const char *mode, const char *reason, int bpf)
+{
+    g_autofree char *status = sa_core_status_json(core);
+    g_autofree char *metrics = sa_metrics_format(core);
+    g_autofree char *want_mode = g_strdup_printf("\"sensing\":{\"mode\":\"%s\"", mode);
+    g_autofree char *want_metric = g_strdup_printf("\nsoftaff_sensing_bpf %d\n", bpf);
+
+    g_assert_cmpstr(sa_core_sensing_mode(core), ==, mode);
+    g_assert_nonnull(strstr(core->sensing_reason, reason));
+    if (!strstr(status, want_mode) || !strstr(status, reason))
+        g_error("status does not show sensing %s (%s): %s", mode, reason, status);
+    g_assert_nonnull(strstr(metrics, want_metric));
+    g_assert_nonnull(strstr(metrics, "\nsoftaff_event_ticks_total "));
+}
+
+static void test_disabled(void)
+{
+    g_autoptr(GError) error = NULL;
+    SaCore *core = core_with(SA_SENSING_AUTO);
+
+    g_setenv("SOFTAFF_SENSE_DISABLE", "1", TRUE);
+    g_assert_true(sa_core_start_sensing(core, &error));
+    g_assert_no_error(error);
+    assert_reported(core, "proc", "disabled by SOFTAFF_SENSE_DISABLE", 0);
+    sa_core_free(core);
+
+    /* mode=bpf will not run without it. */
+    core = core_with(SA_SENSING_BPF);
+    g_assert_false(sa_core_start_sensing(core, &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED);
+    g_assert_cmpstr(error->message, ==, "[sensing] mode=bpf: disabled by SOFTAFF_SENSE_DISABLE");
+    g_unsetenv("SOFTAFF_SENSE_DISABLE");
+    sa_core_free(core);
+}
+
+static void test_proc(void)
+{
+    g_autoptr(GError) error = NULL;
+    SaCore *core = core_with(SA_SENSING_PROC);
+
+    g_assert_true(sa_core_start_sensing(core, &error));
+    g_assert_null(core->sense);
+    assert_reported(core, "proc", "[sensing] mode=proc", 0);
+    sa_core_free(core);
+}
+
+static bool bpf_or_skip(SaCore *core)
+{
+    if (core->sense)
+        return true;
+    if (g_strcmp0(g_getenv("SOFTAFF_REQUIRE_VM"), "1") == 0)
+        g_error("SOFTAFF_REQUIRE_VM=1 and the BPF program does not load: %s", core->sensing_reason);
+    g_test_skip_printf("the BPF program does not load here: %s", core->sensing_reason);
+    return false;
+}
+
+/* proc -> auto loads the program, auto -> proc unloads it; the same mode keeps it. */
+static void test_reload(void)
+{
+    SaCore *core = core_with(SA_SENSING_PROC);
+    SaConfig *cfg = sa_config_new_default();
+    g_autoptr(GError) error = NULL;
+    SaSense *before;
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    g_assert_null(core->sense);
+    cfg->sensing_mode = SA_SENSING_AUTO;
+    sa_core_reload(core, cfg, sa_topology_load(SA_LAYOUT_NODE, NULL, &error));
+    g_assert_no_error(error);
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return;
+    }
+    assert_reported(core, "bpf", "BPF program loaded ([sensing] mode=auto)", 1);
+    before = core->sense;
+    sa_core_reload(core, sa_config_new_default(), sa_topology_load(SA_LAYOUT_NODE, NULL, NULL));
+    g_assert_true(core->sense == before);
+    cfg = sa_config_new_default();
+    cfg->sensing_mode = SA_SENSING_PROC;
+    sa_core_reload(core, cfg, sa_topology_load(SA_LAYOUT_NODE, NULL, NULL));
+    g_assert_null(core->sense);
+    assert_reported(core, "proc", "[sensing] mode=proc", 0);
+    sa_core_free(core);
+}
+
+typedef struct {
+    int cpu;
+    atomic_bool stop;
+    pthread_t thread;
+} Spinner;
+
+static void *spin(void *data)
+{
+    Spinner *sp = data;
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(sp->cpu, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    while (!atomic_load(&sp->stop))
+        ;
+    return NULL;
+}
+
+static void spin_start(Spinner *sp, int cpu)
+{
+    sp->cpu = cpu;
+    atomic_store(&sp->stop, false);
+    g_assert_cmpint(pthread_create(&sp->thread, NULL, spin, sp), ==, 0);
+}
+
+static void spin_stop(Spinner *sp)
+{
+    atomic_store(&sp->stop, true);
+    pthread_join(sp->thread, NULL);
+}
+
+static void run_main_loop(guint ms, SaCore *core, guint64 until_event_ticks)
+{
+    gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
+
+    while (g_get_monotonic_time() < end && core->event_ticks < until_event_ticks)
+        g_main_context_iteration(NULL, FALSE) || (g_usleep(1000), 0);
+}
+
+/* Two threads compete on a watched CPU: an event tick within 150 ms. That tick finds no VM
+ * visiting another home, so it watches nothing: the events stop (without the update they
+ * would come every window, an extra tick per 20 ms). */
+static void test_event_tick(void)
+{
+    SaCore *core = core_with(SA_SENSING_AUTO);
+    g_autoptr(SaCpuSet) cpus = sa_cpuset_new();
+    int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    guint64 ticks, first;
+    Spinner a, b;
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return;
+    }
+    sa_cpuset_add(cpus, (guint)cpu);
+    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL));
+    ticks = core->ticks;
+    spin_start(&a, cpu);
+    spin_start(&b, cpu);
+    run_main_loop(150, core, 1);
+    first = core->event_ticks;
+    g_assert_cmpuint(first, >=, 1);
+    g_assert_cmpuint(core->ticks, >, ticks);
+    run_main_loop(200, core, G_MAXUINT64);
+    spin_stop(&a);
+    spin_stop(&b);
+    g_test_message("event ticks: %" G_GUINT64_FORMAT " then %" G_GUINT64_FORMAT, first,
+                   core->event_ticks);
+    g_assert_cmpuint(core->event_ticks, <=, first + 1);
+    sa_core_free(core);
+}
+
+static void schedstat(pid_t tid, guint64 *run)
+{
+    g_autofree char *path = g_strdup_printf("/proc/self/task/%d/schedstat", tid);
+    g_autofree char *text = NULL;
+    guint64 delay;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_assert_true(sa_schedstat_parse(text, run, &delay, NULL));
+}
+
+typedef struct {
+    Spinner sp;
+    atomic_int tid;
+} VcpuThread;
+
+static void *vcpu_spin(void *data)
+{
+    VcpuThread *v = data;
+
+    atomic_store(&v->tid, (int)gettid());
+    return spin(&v->sp);
+}
+
+/* A managed VM whose "vCPUs" are two spinning threads of this process: with the sensor, the
+ * tick reads them from its map (run time as /proc's schedstat says), and a vCPU thread that
+ * exits reads as gone. */
+static void test_vcpus_via_sensor(void)
+{
+    SaCore *core = core_with(SA_SENSING_AUTO);
+    int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    VcpuThread v[2] = {0};
+    guint64 p0, p1;
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return;
+    }
+    g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
+    for (guint i = 0; i < 2; i++) {
+        v[i].sp.cpu = cpu;
+        g_assert_cmpint(pthread_create(&v[i].sp.thread, NULL, vcpu_spin, &v[i]), ==, 0);
+        while (!atomic_load(&v[i].tid))
+            g_usleep(100);
+        pid_t tid = atomic_load(&v[i].tid);
+        g_array_append_val(tids, tid);
+    }
+    SaVmFacts *f = rec_facts("key-spin", "spin", getpid(), 2);
+    f->vcpu_tids = g_array_ref(tids);
+    RecVm *rec = rec_vm_new("key-spin", f);
+    sa_core_report(core, &rec_ops, rec, f);
+    SaVm *vm = sa_core_lookup(core, "key-spin");
+    g_assert_nonnull(vm);
+    g_assert_cmpint(vm->status, ==, SA_VM_MANAGED);
+
+    sa_core_tick(core);
+    g_assert_true(vm->sampling.via_sense);
+    g_usleep(30000); /* a switch or two: the totals count from the next one */
+    sa_core_tick(core);
+    schedstat(g_array_index(tids, pid_t, 0), &p0);
+    g_usleep(300000);
+    sa_core_tick(core);
+    schedstat(g_array_index(tids, pid_t, 0), &p1);
+    const SaVcpuSample *d = &g_array_index(vm->sampling.deltas, SaVcpuSample, 0);
+    g_test_message("vCPU 0: map %.1f ms, /proc %.1f ms", d->run_ns / 1e6, (p1 - p0) / 1e6);
+    g_assert_cmpint(d->last_cpu, ==, cpu);
+    g_assert_cmpfloat(fabs((double)d->run_ns - (double)(p1 - p0)), <, 0.1 * (p1 - p0) + 5e6);
+
+    spin_stop(&v[1].sp);
+    /* Its exit is done (the map forgot it) once /proc forgot it too. */
+    g_autofree char *gone = g_strdup_printf("/proc/self/task/%d", g_array_index(tids, pid_t, 1));
+    for (int i = 0; i < 1000 && g_file_test(gone, G_FILE_TEST_EXISTS); i++)
+        g_usleep(1000);
+    sa_core_tick(core);
+    d = &g_array_index(vm->sampling.deltas, SaVcpuSample, 1);
+    g_assert_cmpint(d->last_cpu, ==, -1);
+    g_assert_cmpuint(d->run_ns, ==, 0);
+    spin_stop(&v[0].sp);
+    sa_core_free(core);
+    rec_vm_unref(rec);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/core/sensing/disabled", test_disabled);
+    g_test_add_func("/core/sensing/proc", test_proc);
+    g_test_add_func("/core/sensing/reload", test_reload);
+    g_test_add_func("/core/sensing/event-tick", test_event_tick);
+    g_test_add_func("/core/sensing/vcpus-via-sensor", test_vcpus_via_sensor);
+    return g_test_run();
+}
