@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "actuator.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
 
@@ -116,6 +117,15 @@ static void format_daemon(GString *out, const SaCore *d, const GPtrArray *vms)
     family(out, "softaff_event_ticks_total", COUNTER,
            "Extra ticks run at once because owners waited on a watched CPU (BPF sensing).");
     sample_uint(out, "softaff_event_ticks_total", NULL, 0, d->event_ticks);
+
+    SaFastStats fast;
+    sa_actuator_fast_stats(d, &fast);
+    family(out, "softaff_fast_narrowings_total", COUNTER,
+           "vCPU threads narrowed at once (sched_setaffinity) ahead of their backend pin.");
+    sample_uint(out, "softaff_fast_narrowings_total", NULL, 0, fast.narrowed);
+    family(out, "softaff_fast_narrowing_failures_total", COUNTER,
+           "Narrowings at once that failed (the backend pin still applied the set).");
+    sample_uint(out, "softaff_fast_narrowing_failures_total", NULL, 0, fast.failed);
 
     family(out, "softaff_sensing_bpf", GAUGE,
            "1 when waits are sensed by the BPF program, 0 when by /proc on the tick alone.");

@@ -3,6 +3,7 @@
 
 #include <json-c/json.h>
 
+#include "actuator.h"
 #include "core-private.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
@@ -254,6 +255,10 @@ static json_object *sensing_json(const SaCore *core)
                                                       : "not started (tick alone)"));
     json_object_object_add(o, "events", json_object_new_uint64(core->sense_events));
     json_object_object_add(o, "event_ticks", json_object_new_uint64(core->event_ticks));
+    SaFastStats fast;
+    sa_actuator_fast_stats(core, &fast);
+    json_object_object_add(o, "fast_narrowings", json_object_new_uint64(fast.narrowed));
+    json_object_object_add(o, "fast_narrowing_failures", json_object_new_uint64(fast.failed));
     return o;
 }
 

@@ -206,6 +206,10 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "[memory]",
         "#migrate=auto",
         "#rate_mib_s=256",
+        "[sensing]",
+        "#mode=auto",
+        "#wait_threshold_us=2000",
+        "#window_us=10000",
     };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         if (strstr(text, keys[i]) == NULL)
