@@ -46,8 +46,16 @@ rate_mib_s={rate}
 """
 # One process polls softaffd's status inside the host: one line "@@ <monotonic s>" then the
 # JSON, every second, until the file /tmp/poll.stop exists.
-POLLER = ("rm -f /tmp/poll.stop; while [ ! -e /tmp/poll.stop ]; do echo \"@@ $(cut -d' ' -f1 "
-          "/proc/uptime)\"; {ctl} status --json 2>&1; sleep 1; done >/tmp/poll.out")
+POLLER = """rm -f /tmp/poll.stop
+while [ ! -e /tmp/poll.stop ]; do
+    read -r up _ </proc/uptime
+    stat=$(cat /proc/$(pgrep -xo softaffd)/stat 2>/dev/null)
+    set -- ${{stat##*) }}
+    echo "@@ $up ${{12:-0}} ${{13:-0}}"
+    {ctl} status --json 2>&1
+    sleep 1
+done >/tmp/poll.out
+"""
 
 
 def expect(cond, what, detail=""):
@@ -139,7 +147,8 @@ class Run:
         self.sh("for i in $(seq 120); do [ -S /run/softaff/softaffd.sock ] && exit 0; "
                 "pgrep -x softaffd >/dev/null || break; sleep 0.5; done; "
                 "cat /var/log/softaffd.log; exit 1", timeout=90)
-        self.sh("nohup bash -c '%s' >/dev/null 2>&1 &" % POLLER.format(ctl=self.ctl))
+        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup bash /tmp/poll.sh >/dev/null 2>&1 &" %
+                POLLER.format(ctl=self.ctl))
 
     def create(self, name, **kw):
         xml = domain_xml(name, GUEST_MIB[name], **kw)
@@ -150,15 +159,19 @@ class Run:
         mnhost.log("guest %s created in %.1fs" % (name, time.monotonic() - t0))
 
     def polled(self):
-        """The poller's records: [(uptime, status doc)]."""
+        """The poller's records: [(uptime, status doc)]; softaffd's CPU seconds (utime + stime)
+        at each go to self.series["softaffd_cpu"]."""
         out = self.sh("cat /tmp/poll.out", timeout=120)
-        recs = []
+        recs, cpu = [], []
         for chunk in out.split("@@ ")[1:]:
             head, _, body = chunk.partition("\n")
             try:
-                recs.append((float(head), json.loads(body)))
-            except ValueError:
+                f = head.split()
+                recs.append((float(f[0]), json.loads(body)))
+                cpu.append([float(f[0]), (int(f[1]) + int(f[2])) / 100.0])
+            except (ValueError, IndexError):
                 pass  # the last record may be half written
+        self.series["softaffd_cpu"] = cpu
         return recs
 
 
@@ -245,6 +258,14 @@ def check_rate_and_ticks(r, t_set, t_end):
     gaps = [b[0] - a[0] for a, b in zip(ticks, ticks[1:]) if b[1] == a[1]]
     expect(not gaps, "every poll (about 1 s apart) saw a new tick (%s)" % gaps)
     r.series["tick_cpu_ms_max"] = max(x[2] for x in ticks)
+    cpu = [c for c in r.series.get("softaffd_cpu", []) if t_set - 1 <= c[0] <= t_end + 1]
+    if len(cpu) >= 2:
+        used = cpu[-1][1] - cpu[0][1]
+        r.series["move_cpu"] = {"seconds": cpu[-1][0] - cpu[0][0], "cpu_seconds": used,
+                                "moved_bytes": moved}
+        mnhost.log("softaffd used %.2f CPU s in %.1f s while moving %d MiB (the tick's CPU at "
+                   "most %.1f ms)" % (used, cpu[-1][0] - cpu[0][0], moved >> 20,
+                                      r.series["tick_cpu_ms_max"]))
 
 
 def check_numatune(r):
