@@ -126,6 +126,14 @@ struct SaCore {
     double *cpu_busy;
     guint n_cpu_busy;
     gint64 last_sample_us;
+    /* the sensor's per-CPU idle totals at the last sample (sample.c): with the sensor loaded,
+     * utilization comes from them (ns resolution; /proc/stat has 10 ms, too coarse for an extra
+     * tick 20 ms after the last), else from /proc/stat */
+    guint64 *idle_prev;
+    bool *idle_known;
+    guint n_idle;
+    guint64 idle_prev_ns;
+    guint64 idle_gen; /* sense_gen of the sensor those came from, 0 none */
 
     GHashTable *vms;         /* key -> SaVm* */
     GPtrArray *sorted;       /* the VMs by name then key, NULL until asked again */

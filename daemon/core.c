@@ -55,6 +55,8 @@ void sa_core_free(SaCore *core)
     sa_stat_sampler_free(core->stat);
     g_array_unref(core->loads);
     g_free(core->cpu_busy);
+    g_free(core->idle_prev);
+    g_free(core->idle_known);
     g_free(core->usage);
     sa_topology_free(core->topo);
     sa_config_free(core->cfg);

@@ -23,6 +23,39 @@ void sa_vm_sampling_clear(SaVmSampling *s)
     g_clear_pointer(&s->deltas, g_array_unref);
 }
 
+/* With the sensor loaded, each CPU's busy fraction since the last sample from its idle time:
+ * overrides /proc/stat's where the sensor saw that CPU switch both times. */
+static void sample_host_idle(SaCore *core)
+{
+    guint n = core->n_cpu_busy;
+    if (!core->sense || n == 0) {
+        core->idle_gen = 0;
+        return;
+    }
+    g_autofree guint64 *idle = g_new0(guint64, n);
+    g_autofree bool *known = g_new0(bool, n);
+    guint64 now = 0;
+    if (!sa_sense_cpu_idle(core->sense, n, idle, known, &now)) {
+        core->idle_gen = 0;
+        return;
+    }
+    bool usable =
+        core->idle_gen == core->sense_gen && core->n_idle == n && now > core->idle_prev_ns;
+    for (guint cpu = 0; usable && cpu < n; cpu++) {
+        if (!known[cpu] || !core->idle_known[cpu] || idle[cpu] < core->idle_prev[cpu])
+            continue;
+        double f = (double)(idle[cpu] - core->idle_prev[cpu]) / (double)(now - core->idle_prev_ns);
+        core->cpu_busy[cpu] = CLAMP(1.0 - f, 0.0, 1.0);
+    }
+    g_free(core->idle_prev);
+    g_free(core->idle_known);
+    core->idle_prev = g_steal_pointer(&idle);
+    core->idle_known = g_steal_pointer(&known);
+    core->n_idle = n;
+    core->idle_prev_ns = now;
+    core->idle_gen = core->sense_gen;
+}
+
 void sa_core_sample_host(SaCore *core)
 {
     g_autoptr(GError) error = NULL;
@@ -43,6 +76,7 @@ void sa_core_sample_host(SaCore *core)
         const SaCpuLoad *l = &g_array_index(core->loads, SaCpuLoad, i);
         core->cpu_busy[l->cpu] = l->busy;
     }
+    sample_host_idle(core);
 }
 
 /* "CPU 3/KVM", "CPU 3/TCG" */

@@ -63,4 +63,10 @@ typedef void (*SaSenseTimesFunc)(pid_t tid, guint64 run_ns, guint64 delay_ns, in
                                  gpointer data);
 guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data);
 
+/* Each CPU's idle time in ns since the program loaded, up to now (the idle stretch under way
+ * included) into idle_ns[cpu] for cpu < n, and the monotonic time of the reading into *now_ns;
+ * known[cpu] false where no switch was seen yet (an idle CPU that never woke: the caller asks
+ * /proc/stat). False when the map cannot be read. */
+bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns);
+
 G_END_DECLS

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sa-error.h"
@@ -83,6 +84,11 @@ bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *dela
 guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data)
 {
     return 0;
+}
+
+bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns)
+{
+    return false;
 }
 
 #else /* SA_HAVE_BPF */
@@ -167,6 +173,7 @@ static bool sense_load(SaSense *s, GError **error)
     }
     s->n_cpus = n > 0 ? MIN((guint)n, SA_SENSE_MAX_CPUS) : SA_SENSE_MAX_CPUS;
     bpf_map__set_max_entries(s->skel->maps.cpus, s->n_cpus);
+    bpf_map__set_max_entries(s->skel->maps.idle, s->n_cpus);
     err = sense_bpf__load(s->skel);
     if (err) {
         set_load_error(error, "loading", err);
@@ -387,6 +394,30 @@ bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *dela
         *delay_ns = t.delay_ns;
     if (last_cpu)
         *last_cpu = (int)t.last_cpu;
+    return true;
+}
+
+bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    guint64 now = (guint64)ts.tv_sec * G_GUINT64_CONSTANT(1000000000) + (guint64)ts.tv_nsec;
+    for (guint cpu = 0; cpu < n; cpu++) {
+        struct sa_sense_idle i = {0};
+        __u32 key = cpu;
+
+        idle_ns[cpu] = 0;
+        known[cpu] = false;
+        if (cpu >= s->n_cpus)
+            continue;
+        if (bpf_map__lookup_elem(s->skel->maps.idle, &key, sizeof(key), &i, sizeof(i), 0) != 0)
+            return false;
+        known[cpu] = i.seen != 0;
+        /* A stretch under way counts up to now (its start may be a hair later than now). */
+        idle_ns[cpu] = i.idle_ns + (i.idle_since && now > i.idle_since ? now - i.idle_since : 0);
+    }
+    *now_ns = now;
     return true;
 }
 

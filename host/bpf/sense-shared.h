@@ -21,6 +21,15 @@ struct sa_sense_cpu {
     __u64 wait_ns;
 };
 
+/* One CPU's idle time: the total of its finished idle stretches and when the current one began
+ * (0: not idle now); written only by that CPU's switches. seen: a switch happened since load. */
+struct sa_sense_idle {
+    __u64 idle_ns;
+    __u64 idle_since;
+    __u32 seen;
+    __u32 pad;
+};
+
 struct sa_sense_record {
     __u32 cpu;
     __u32 tid;

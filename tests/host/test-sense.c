@@ -349,6 +349,39 @@ static void test_exit(void)
     g_assert_false(sa_sense_thread_times(s, tid, &run, &delay, &last));
 }
 
+/* Per-CPU idle time: a CPU kept busy by a spinner for 300 ms shows under 20% idle over those
+ * 300 ms; a CPU's idle total never goes back. */
+static void test_cpu_idle(void)
+{
+    g_autoptr(SaSense) s = sense_or_skip();
+    if (!s)
+        return;
+    int cpu = test_cpu();
+    guint n = (guint)cpu + 1;
+    g_autofree guint64 *idle0 = g_new0(guint64, n);
+    g_autofree guint64 *idle1 = g_new0(guint64, n);
+    g_autofree bool *known = g_new0(bool, n);
+    guint64 t0, t1;
+    Spinner sp;
+
+    spinner_start(&sp, cpu, 1000000, 0);
+    g_usleep(20000); /* the spinner's first switch makes the CPU known */
+    g_assert_true(sa_sense_cpu_idle(s, n, idle0, known, &t0));
+    g_assert_true(known[cpu]);
+    g_usleep(300000);
+    g_assert_true(sa_sense_cpu_idle(s, n, idle1, known, &t1));
+    spinner_stop(&sp);
+    g_assert_cmpuint(t1, >, t0);
+    g_assert_cmpuint(idle1[cpu], >=, idle0[cpu]);
+    double idle = (double)(idle1[cpu] - idle0[cpu]) / (double)(t1 - t0);
+    g_test_message("CPU %d idle %.1f%% of %.0f ms while spun", cpu, 100 * idle, (t1 - t0) / 1e6);
+    g_assert_cmpfloat(idle, <, 0.2);
+    /* Idle again: the total grows with the stretch under way. */
+    g_usleep(50000);
+    g_assert_true(sa_sense_cpu_idle(s, n, idle0, known, &t0));
+    g_assert_cmpuint(idle0[cpu], >=, idle1[cpu]);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -358,5 +391,6 @@ int main(int argc, char **argv)
     g_test_add_func("/sense/bpf/ignored", test_ignored);
     g_test_add_func("/sense/bpf/times", test_times);
     g_test_add_func("/sense/bpf/exit", test_exit);
+    g_test_add_func("/sense/bpf/cpu-idle", test_cpu_idle);
     return g_test_run();
 }
