@@ -244,6 +244,9 @@ void sa_core_sense_update(SaCore *core)
 
         if (!visits(core, vm, watch))
             continue;
+        /* The process: its emulator and I/O threads; the vCPU threads in case the id is stale. */
+        if (vm->facts && vm->facts->pid > 0)
+            g_array_append_val(ignore, vm->facts->pid);
         for (guint t = 0; threads && t < threads->len; t++) {
             const SaThreadSampler *ts = g_ptr_array_index(threads, t);
             pid_t tid = ts ? sa_thread_sampler_tid(ts) : 0;

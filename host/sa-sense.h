@@ -36,7 +36,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaSense, sa_sense_free)
 int sa_sense_fd(const SaSense *s);
 
 /* The CPUs whose waits are events (empty or NULL: none), and the threads whose own waits never
- * are (the visitors themselves; NULL: none). Replaces the previous sets. */
+ * are (the visitors themselves; NULL: none): each id a thread's, or a process's for all of its
+ * threads. Replaces the previous sets. */
 bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const pid_t *ignore, guint n_ignore,
                     GError **error);
 

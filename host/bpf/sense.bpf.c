@@ -24,6 +24,7 @@ struct task_struct {
     struct thread_info thread_info;
     unsigned int __state;
     int pid;
+    int tgid;
     unsigned int cpu;
 } __attribute__((preserve_access_index));
 
@@ -128,13 +129,16 @@ static bool still_runnable(struct task_struct *p)
     return BPF_CORE_READ((struct task_struct___old *)p, state) == 0;
 }
 
-/* Adds a wait to cpu's window; the window's first crossing of the threshold is an event. */
-static void account(__u32 cpu, __u32 tid, __u64 wait, __u64 now)
+/* Adds a wait to cpu's window; the window's first crossing of the threshold is an event. A
+ * thread is ignored by its own id or its process's (a visitor's QEMU: its emulator and I/O
+ * threads may run where its vCPUs do). */
+static void account(__u32 cpu, __u32 tid, __u32 tgid, __u64 wait, __u64 now)
 {
     struct sa_sense_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
     struct sa_sense_record *r;
 
-    if (!c || !c->watched || bpf_map_lookup_elem(&ignored, &tid))
+    if (!c || !c->watched || bpf_map_lookup_elem(&ignored, &tid) ||
+        bpf_map_lookup_elem(&ignored, &tgid))
         return;
     if (now - c->window_start >= window_ns) {
         c->window_start = now;
@@ -190,7 +194,7 @@ static void switch_in(struct task_struct *next, __u32 cpu, __u64 now)
         t->last_cpu = cpu;
     }
     if (wait)
-        account(cpu, tid, wait, now);
+        account(cpu, tid, BPF_CORE_READ(next, tgid), wait, now);
 }
 
 /* A thread that exits is no longer tracked: its lookups then fail, which reads as gone (and a

@@ -225,6 +225,14 @@ static void test_ignored(void)
     for (int i = 0; i < 20 && !names(events, ignore[1]); i++)
         collect(s, events, 50);
     g_assert_true(names(events, ignore[1]));
+    /* The process ignored: none of its threads makes an event. */
+    pid_t self = getpid();
+    watch(s, cpu, &self, 1);
+    collect(s, events, 20);
+    g_array_set_size(events, 0);
+    collect(s, events, 300);
+    g_assert_false(names(events, ignore[0]));
+    g_assert_false(names(events, ignore[1]));
     spinner_stop(&a);
     spinner_stop(&b);
 }
