@@ -28,9 +28,7 @@ typedef struct {
     guint map;          /* the next chunk: mapping index ... */
     guint64 addr;       /* ... and address */
     gint64 job_started_us;
-    guint64 map_seen;     /* pages of the current mapping move_pages found mapped */
-    guint64 unseen_bytes; /* off-home bytes of mappings where it found none */
-    bool unseen_said;     /* the migrate_pages fallback was logged */
+    bool unseen_said; /* the migrate_pages fallback was logged */
     /* readings */
     gint64 next_measure_us; /* 0: now */
     bool report;            /* log the next reading (first one, after a move) */
@@ -327,7 +325,6 @@ static void plan_job(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
     v->map = 0;
     v->addr = plan->mappings->len ? g_array_index(plan->mappings, SaMemMapping, 0).start : 0;
     v->job_started_us = now_us;
-    v->map_seen = v->unseen_bytes = 0;
     take_reading(v, plan, now_us);
     v->st.move_total_bytes = v->st.resident_bytes - v->st.home_bytes;
     if (v->st.move_total_bytes == 0) {
@@ -412,44 +409,49 @@ static void chunk_done(SaMover *m, MoverVm *v, const ChunkResult *r, guint64 pag
     finish_job(v, now_us);
 }
 
-/* numa_maps showed memory off the home node, yet move_pages found none of it mapped. Seen on
- * Linux 6.1 with a QEMU whose guest RAM libvirt preallocates (<allocation mode='immediate'/>):
- * numa_maps and migrate_pages(2) see those pages, smaps and move_pages do not. migrate_pages
- * moves them, in one call that the rate cannot pace: said once per VM, with the time it took. */
-static void migrate_unseen(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
+/* Pages numa_maps shows off the home node that move_pages cannot see: seen on Linux 6.1 with a
+ * QEMU whose guest RAM libvirt preallocates (<allocation mode='immediate'/>): numa_maps and
+ * migrate_pages(2) see those pages, smaps and move_pages do not (until migrate_pages has moved
+ * them once). When the chunks are done and a fresh reading still shows a chunk or more off the
+ * home node, migrate_pages moves the rest in one call, which the rate cannot pace: said once
+ * per VM, with what it moved and the time it took. */
+static void migrate_rest(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
 {
-    if (!m->ops->migrate_all)
+    if (!m->ops->migrate_all || v->st.node_full)
         return;
     pid_t pid = v->pid;
     int node = v->node;
-    guint64 before = v->st.home_bytes;
     g_autoptr(GError) error = NULL;
     g_mutex_unlock(&m->lock);
+    g_autoptr(SaProcMemory) before = m->ops->read_memory(m->data, pid, NULL);
+    guint64 home0 = before ? sa_proc_memory_bytes(before, node) : 0;
+    guint64 off = before ? sa_proc_memory_bytes(before, -1) - home0 : 0;
+    long left = 0;
     gint64 t0 = g_get_monotonic_time();
-    long left = m->ops->migrate_all(m->data, pid, node, &error);
+    if (off >= SA_MOVER_CHUNK_BYTES)
+        left = m->ops->migrate_all(m->data, pid, node, &error);
     gint64 took = g_get_monotonic_time() - t0;
-    g_autoptr(SaProcMemory) after = left >= 0 ? m->ops->read_memory(m->data, pid, NULL) : NULL;
+    g_autoptr(SaProcMemory) after =
+        off >= SA_MOVER_CHUNK_BYTES && left >= 0 ? m->ops->read_memory(m->data, pid, NULL) : NULL;
     g_mutex_lock(&m->lock);
-    if (v->generation != generation)
+    if (v->generation != generation || off < SA_MOVER_CHUNK_BYTES)
         return;
     if (left < 0) {
         vm_error(v, error);
         return;
     }
-    /* What arrived since the plan's reading, less what the chunks moved. */
-    guint64 home = after ? sa_proc_memory_bytes(after, node) : before;
-    guint64 gained = home > before ? home - before : 0;
-    guint64 moved = gained > v->st.move_done_bytes ? gained - v->st.move_done_bytes : 0;
+    guint64 home = after ? sa_proc_memory_bytes(after, node) : home0;
+    guint64 moved = home > home0 ? home - home0 : 0;
     v->st.moved_bytes_total += moved;
     v->st.move_done_bytes += moved;
     if (took > 0)
         v->st.move_rate = moved * 1e6 / (double)took;
     m->not_before_us = now_us + took + sa_pacer_wait(&m->pacer, moved, now_us, m->rate_mib_s);
     if (!v->unseen_said)
-        g_message("%s: move_pages(2) finds none of the %.0f MiB that numa_maps shows off node %d "
-                  "mapped; migrate_pages(2) moved %.0f MiB in one call of %.1f s, not paced to "
-                  "[memory] rate_mib_s",
-                  v->name, v->unseen_bytes / MIB, node, moved / MIB, took / 1e6);
+        g_message("%s: move_pages(2) could not see %.0f MiB that numa_maps shows off node %d; "
+                  "migrate_pages(2) moved %.0f MiB in one call of %.1f s, not paced to [memory] "
+                  "rate_mib_s",
+                  v->name, off / MIB, node, moved / MIB, took / 1e6);
     v->unseen_said = true;
 }
 
@@ -457,8 +459,7 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
 {
     const SaMemMapping *map = next_mapping(v);
     if (!map) {
-        if (v->unseen_bytes >= SA_MOVER_CHUNK_BYTES)
-            migrate_unseen(m, v, generation, now_us);
+        migrate_rest(m, v, generation, now_us);
         finish_job(v, now_us);
         return;
     }
@@ -469,8 +470,6 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
     for (gulong i = 0; i < n; i++)
         pages[i] = (void *)(guintptr)(v->addr + i * page_size);
     v->addr += n * page_size;
-    bool last = v->addr >= map->end;
-    guint64 off_home = sa_mem_mapping_bytes(map, -1) - sa_mem_mapping_bytes(map, v->node);
     pid_t pid = v->pid;
     int node = v->node;
     ChunkResult r = {0};
@@ -484,11 +483,6 @@ static void run_chunk(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
         return;
     }
     if (ok) {
-        v->map_seen += r.seen;
-        if (last && v->map_seen == 0)
-            v->unseen_bytes += off_home;
-        if (last)
-            v->map_seen = 0;
         chunk_done(m, v, &r, page_size, now_us);
         return;
     }

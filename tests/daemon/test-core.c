@@ -891,10 +891,11 @@ typedef struct {
     int node[FM_MAX_PAGES];
     guint cap1;
     guint reads, queries, moves, migrations;
-    bool blind;       /* move_pages finds no page mapped (-EFAULT), migrate_pages moves */
-    bool lazy_status; /* move_pages moves but writes no status (as with a partial move) */
-    gulong max_pages; /* most pages in one query or move call */
-    GString *calls;   /* "move 512->1;" per move call */
+    bool blind;        /* move_pages finds no page mapped (-EFAULT), migrate_pages moves */
+    guint blind_below; /* ... or only the pages below this index */
+    bool lazy_status;  /* move_pages moves but writes no status (as with a partial move) */
+    gulong max_pages;  /* most pages in one query or move call */
+    GString *calls;    /* "move 512->1;" per move call */
 } FakeMem;
 
 static guint fm_count(const FakeMem *fm, int node)
@@ -944,7 +945,9 @@ static bool fm_query(gpointer data, pid_t pid, gulong count, void **pages, int *
     fm->queries++;
     fm->max_pages = MAX(fm->max_pages, count);
     for (gulong i = 0; i < count; i++)
-        status[i] = fm->blind ? -EFAULT : fm->node[fm_index(fm, pages[i])];
+        status[i] = fm->blind || (guint)fm_index(fm, pages[i]) < fm->blind_below
+                        ? -EFAULT
+                        : fm->node[fm_index(fm, pages[i])];
     return true;
 }
 
@@ -1126,13 +1129,30 @@ static void test_mover_unseen(void)
     g_assert_false(st.moving);
     g_assert_cmpuint(st.moved_bytes_total, ==, 2048 * FM_PAGE);
     g_assert_cmpuint(st.home_bytes, ==, 2048 * FM_PAGE);
-    g_assert_cmpuint(count_in_log("vm: move_pages(2) finds none of the 8 MiB"), ==, 1);
+    g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see 8 MiB"), ==, 1);
     /* Back home to 0: again by migrate_pages, not said again. */
     sa_mover_set_home(m, "k", "vm", fm->pid, 0, true);
     drain(m, 2);
     g_assert_cmpuint(fm->migrations, ==, 2);
     g_assert_cmpuint(fm_count(fm, 0), ==, 2048);
-    g_assert_cmpuint(count_in_log("vm: move_pages(2) finds none"), ==, 1);
+    g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see"), ==, 1);
+    sa_mover_free(m);
+}
+
+/* Half of the pages unseen: the chunks move the others, migrate_pages the rest at the end. */
+static void test_mover_half_unseen(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 2048, 0);
+    fm->blind_below = 1024;
+    SaMover *m = sa_mover_new(&fm_ops, fm, 65536, false);
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    drain(m, 1);
+    g_assert_cmpuint(fm->moves, ==, 2);
+    g_assert_cmpuint(fm->migrations, ==, 1);
+    g_assert_cmpuint(fm_count(fm, 1), ==, 2048);
+    SaMemoryStatus st = mover_status(m, "k");
+    g_assert_cmpuint(st.moved_bytes_total, ==, 2048 * FM_PAGE);
+    g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see 4 MiB"), ==, 1);
     sa_mover_free(m);
 }
 
@@ -1409,6 +1429,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mover/rate", test_mover_rate);
     g_test_add_func("/mover/status-unwritten", test_mover_status_unwritten);
     g_test_add_func("/mover/unseen", test_mover_unseen);
+    g_test_add_func("/mover/half-unseen", test_mover_half_unseen);
     g_test_add_func("/mover/cancel", test_mover_cancel);
     g_test_add_func("/mover/node-full", test_mover_node_full);
     g_test_add_func("/mover/real", test_mover_real);

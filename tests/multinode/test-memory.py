@@ -99,7 +99,15 @@ class Run:
         mnhost.log("event: " + what)
 
     def status(self):
-        return json.loads(self.sh(self.ctl + " status --json", timeout=60))
+        r = self.h.run(self.ctl + " status --json", timeout=60)
+        if r.rc != 0:
+            diag = self.h.run("p=$(pgrep -xo softaffd); for t in /proc/$p/task/*; do "
+                              "echo \"$(cat $t/comm) $(cut -d' ' -f3 $t/stat) $(cat $t/wchan)\"; "
+                              "cat $t/stack; done; tail -n 5 /var/log/softaffd.log; uptime",
+                              timeout=60)
+            raise AssertionError("softaffctl status failed: %s\nsoftaffd's threads:\n%s" % (
+                r.err.strip(), diag.out))
+        return json.loads(r.out)
 
     def vm(self, doc, name):
         for v in doc["vms"]:
