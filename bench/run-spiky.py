@@ -25,7 +25,8 @@ these parts run in turn:
 
 Affinity is polled every 2 ms (one thread of this process; sched_getaffinity), schedstat and
 the CPU seen every 50 ms (bench/run-guests.py's Sampler). Results: DIR/results.json and
-DIR/table.md (markdown tables for docs/benchmarks.md). Must run as root."""
+DIR/table.md (markdown tables for docs/benchmarks.md); `--table-from DIR/results.json` prints
+the tables again without running anything. Must run as root."""
 
 import argparse
 import importlib.util
@@ -68,6 +69,22 @@ def sensing_supported():
     cfg, _ = T.write_config(path=path, extra={"sensing": {"mode": "auto"}})
     p = T.run_cmd([T.softaffd_path(), "--config", cfg, "--check-config"], check=False, timeout=30)
     return p.returncode == 0, (p.stderr or p.stdout).strip()
+
+
+def foreign(mine_pids, mine_names):
+    """Other engineers' softaff activity on a shared host: softaffd processes and libvirt guests
+    not this run's (another softaffd may pin this run's guests: its runs are suspect)."""
+    daemons = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) not in mine_pids:
+            try:
+                with open("/proc/%s/comm" % d) as f:
+                    if f.read().strip() == "softaffd":
+                        daemons.append(int(d))
+            except OSError:
+                pass
+    names = T.virsh("list", "--name", check=False, timeout=30).split()
+    return {"softaffd": daemons, "guests": sorted(n for n in names if n not in mine_names)}
 
 
 def command(g, line, want, timeout=15):
@@ -260,12 +277,19 @@ class Bench:
         s.start()
         out = {"config": cfg["name"], "round": rnd + 1, "quiet_before": max(util.values()),
                "spiky": {}, "protection": {}, "steps": [], "both": None}
+        mine = ({d.proc.pid} if d else set(), {self.a.name, self.b.name})
+        seen = [foreign(*mine)]
         try:
             segs = self.measure(cfg, s, out)
         finally:
             s.stop()
             if d:
                 d.stop()
+        seen.append(foreign(*mine))
+        out["foreign"] = {"softaffd": sorted(set(p for f in seen for p in f["softaffd"])),
+                          "guests": sorted(set(n for f in seen for n in f["guests"]))}
+        if not d:  # nobody of this run changes affinities in none / hard
+            out["foreign"]["pins"] = len(s.changes)
         self.analyse(s, out, segs)
         self.runs.append(out)
         T.log("%s round %d: %s" % (cfg["name"], rnd + 1, json.dumps(out["summary"])))
@@ -446,7 +470,8 @@ class Tables:
                 c2.append("%s · %s%% · %s" % (
                     rng([r["spiky"][p]["bursts"] for r in rs], "%.0f"),
                     rng([r["spiky"][p]["open_share"] for r in rs], "%.0f", 100),
-                    react_cell([x for r in rs for x in r["spiky"][p]["spike_reactions"]])))
+                    react_cell([x for r in rs for x in r["spiky"][p]["spike_reactions"]])
+                    if c.startswith("softaff") else "–"))
             t1.append("| %s | %s |" % (p, " | ".join(c1)))
             t2.append("| %s | %s |" % (p, " | ".join(c2)))
         return ("A's vCPU run time over %g s, B idle: seconds · ratio to none (mean, range over "
@@ -497,19 +522,31 @@ class Tables:
                 "\n\n%s\n" % (TICK_MS, "\n".join(lines)))
 
     def both(self):
-        lines = ["| config | A home % | B home % | A+B work/s |", "|---|---|---|---|"]
+        lines = ["| config | A home % | B home % | A+B work/s | softaffd CPU % | poller CPU % |",
+                 "|---|---|---|---|---|---|"]
         for c in self.names:
             rs = self.by[c]
-            lines.append("| %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
                 c, rng([r["both"]["A"]["home_share"] for r in rs], "%.2f", 100),
                 rng([r["both"]["B"]["home_share"] for r in rs], "%.2f", 100),
                 rng([(r["both"]["A"]["work"] or 0) + (r["both"]["B"]["work"] or 0)
-                     for r in rs], "%.0f")))
+                     for r in rs], "%.0f"),
+                rng([r.get("host", {}).get("daemon_cpus") for r in rs], "%.1f", 100),
+                rng([r.get("host", {}).get("sampler_cpus") for r in rs], "%.1f", 100)))
         return ("Both busy (A and B 2 threads each, %g s): vCPU time on the home CPU (target "
-                ">= 99%%)\n\n%s\n" % (self.args.both, "\n".join(lines)))
+                ">= 99%%); CPU of softaffd and of this bench's 2-ms poller over the whole "
+                "configuration\n\n%s\n" % (self.args.both, "\n".join(lines)))
 
     def render(self):
         parts = [self.spiky(), self.protection(), self.reactions(), self.both()]
+        suspect = ["%s r%d (%s)" % (r["config"], r["round"], ", ".join(
+            k for k, v in (("other softaffd", r["foreign"]["softaffd"]),
+                           ("other guests", r["foreign"]["guests"]),
+                           ("foreign pins", r["foreign"].get("pins"))) if v))
+            for r in self.runs if any(r.get("foreign", {}).values())]
+        if suspect:
+            parts.append("Suspect (other softaff activity on the host during the run): %s\n"
+                         % "; ".join(suspect))
         if self.notes:
             parts.append("Notes: " + "; ".join(self.notes) + "\n")
         return "\n".join(parts)
@@ -532,6 +569,8 @@ def parse_args():
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 1 round, 5 s patterns, 1 step per case, short gaps")
     p.add_argument("--out", default=os.path.join(os.getcwd(), "bench-spiky-results"))
+    p.add_argument("--table-from", metavar="RESULTS_JSON",
+                   help="only print the tables of an earlier run's results.json")
     a = p.parse_args()
     if a.quick:
         a.rounds, a.duration, a.gap, a.steps = 1, 6.0, 2.0, 1
@@ -545,6 +584,18 @@ def parse_args():
     return a
 
 
+def render_from(path):
+    """--table-from: table.md again from a results.json (no guests)."""
+    with open(path) as f:
+        res = json.load(f)
+    a = argparse.Namespace(**res["args"])
+    a.patterns = [tuple(x) for x in a.patterns]
+    print(Tables(res["runs"], res["configs"], res["notes"], a).render())
+
+
 if __name__ == "__main__":
     ARGS = parse_args()
+    if ARGS.table_from:
+        render_from(ARGS.table_from)
+        sys.exit(0)
     T.run(Bench(ARGS).main)
