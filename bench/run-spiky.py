@@ -31,6 +31,7 @@ the tables again without running anything. Must run as root."""
 import argparse
 import importlib.util
 import json
+import math
 import os
 import statistics
 import sys
@@ -286,6 +287,9 @@ class Bench:
             if d:
                 d.stop()
         seen.append(foreign(*mine))
+        if d:  # what softaffd said about its sensing (e.g. why BPF did not load)
+            out["sensing_log"] = [ln for ln in d.log_text().splitlines()
+                                  if "sensing" in ln.lower() or "bpf" in ln.lower()][:5]
         out["foreign"] = {"softaffd": sorted(set(p for f in seen for p in f["softaffd"])),
                           "guests": sorted(set(n for f in seen for n in f["guests"]))}
         if not d:  # nobody of this run changes affinities in none / hard
@@ -416,10 +420,11 @@ class Bench:
 
 
 def pct(vals):
+    """p50 and p95, nearest rank."""
     vals = sorted(vals)
     if not vals:
         return None, None
-    return vals[len(vals) // 2], vals[min(len(vals) - 1, int(round(0.95 * (len(vals) - 1))))]
+    return tuple(vals[max(0, math.ceil(q * len(vals)) - 1)] for q in (0.50, 0.95))
 
 
 def rng(vals, fmt="%.2f", scale=1.0):
@@ -544,6 +549,10 @@ class Tables:
                            ("other guests", r["foreign"]["guests"]),
                            ("foreign pins", r["foreign"].get("pins"))) if v))
             for r in self.runs if any(r.get("foreign", {}).values())]
+        said = sorted(set("%s: %s" % (r["config"], ln.split(" ", 1)[-1])
+                          for r in self.runs for ln in r.get("sensing_log", [])))
+        if said:
+            parts.append("softaffd on sensing: %s\n" % "; ".join(said[:8]))
         if suspect:
             parts.append("Suspect (other softaff activity on the host during the run): %s\n"
                          % "; ".join(suspect))

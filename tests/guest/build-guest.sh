@@ -111,9 +111,11 @@ fi
 
 # --- load generator ---------------------------------------------------------------------------
 # Keyed by load.c's content, not its mtime: worktrees of different ages share the cache, and an
-# older load.c with a newer mtime (a checkout) must not stand for a newer one.
+# older load.c with a newer mtime (a checkout) must not stand for a newer one. A load newer than
+# its load.sha256 was built by a script that keeps no sum: rebuild.
 LOAD_SUM=$(sha256sum "$HERE/load.c" | cut -d' ' -f1)
-if [ ! -x "$CACHE/load" ] || [ "$(cat "$CACHE/load.sha256" 2>/dev/null)" != "$LOAD_SUM" ]; then
+if [ ! -x "$CACHE/load" ] || [ "$(cat "$CACHE/load.sha256" 2>/dev/null)" != "$LOAD_SUM" ] ||
+    [ "$CACHE/load" -nt "$CACHE/load.sha256" ]; then
     log "compiling load.c"
     gcc -static -O2 -pthread -Wall -o "$CACHE/load.new" "$HERE/load.c"
     mv -f "$CACHE/load.new" "$CACHE/load"
