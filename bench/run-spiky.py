@@ -484,6 +484,46 @@ class Tables:
                 "reaction of a spike while the door was closed (p50 / p95)\n\n%s\n"
                 % (self.args.duration, "\n".join(t1), "\n".join(t2)))
 
+    def prot_ratio(self, r, case):
+        """B's throughput in run r against hard pinning's of the same round."""
+        h = self.hard.get(r["round"])
+        w = [x for x in r["protection"][case]["work"] if x]
+        hw = h and case in h["protection"] and [x for x in h["protection"][case]["work"] if x]
+        return statistics.mean(w) / statistics.mean(hw) if w and hw else None
+
+    def targets(self):
+        """The issue's targets against the measured values (worst round)."""
+        lines = ["| target | config | measured | met |", "|---|---|---|---|"]
+
+        def add(what, c, vals, limit, fmt, at_least=True):
+            vals = [v for v in vals if v is not None]
+            if vals:
+                worst = min(vals) if at_least else max(vals)
+                ok = worst >= limit if at_least else worst <= limit
+                lines.append("| %s | %s | %s | %s |" % (what, c, fmt % worst,
+                                                       "yes" if ok else "**no**"))
+        for c in self.names:
+            if not c.startswith("softaff"):
+                continue
+            rs = self.by[c]
+            if c in PROTECT:
+                add("spiky 300/2700: run time / none >= 0.90", c, [
+                    r["spiky"]["300/2700"]["run_s"] / self.none[r["round"]]["spiky"]["300/2700"]
+                    ["run_s"] for r in rs if "300/2700" in r["spiky"] and r["round"] in self.none],
+                    0.90, "%.2f")
+                add("owners' protection: B / hard >= 0.97 (worst case)", c,
+                    [self.prot_ratio(r, case) for r in rs for case in r["protection"]],
+                    0.97, "%.3f")
+                limit = 50.0 if c.endswith("-bpf") else 2 * TICK_MS
+                got = [x for r in rs for p in r["protection"].values() for x in p["retreat"]
+                       if isinstance(x, float)]
+                if got:
+                    add("retreat p95 <= %.0f ms" % limit, c, [pct(got)[1]], limit, "%.0f ms",
+                        at_least=False)
+            add("both busy: A's time at home >= 99%", c,
+                [r["both"]["A"]["home_share"] * 100 for r in rs], 99.0, "%.2f%%")
+        return "Targets (issue 13; the worst round)\n\n%s\n" % "\n".join(lines)
+
     def protection(self):
         names = [c for c in self.names if c in PROTECT and c != "hard"]
         lines = ["| case | B work/s, hard | " + " | ".join(
@@ -495,13 +535,7 @@ class Tables:
             cells = []
             for c in names:
                 rs = [r for r in self.by[c] if case in r["protection"]]
-                ratios = []
-                for r in rs:
-                    h = self.hard.get(r["round"])
-                    w = [x for x in r["protection"][case]["work"] if x]
-                    hw = h and [x for x in h["protection"][case]["work"] if x]
-                    if w and hw:
-                        ratios.append(statistics.mean(w) / statistics.mean(hw))
+                ratios = [self.prot_ratio(r, case) for r in rs]
                 cells.append("%s · %s" % (rng(ratios, "%.3f"), react_cell(
                     [x for r in rs for x in r["protection"][case]["retreat"]])))
             lines.append("| %s | %s | %s |" % (case, rng(hard, "%.0f"), " | ".join(cells)))
@@ -543,7 +577,7 @@ class Tables:
                 "configuration\n\n%s\n" % (self.args.both, "\n".join(lines)))
 
     def render(self):
-        parts = [self.spiky(), self.protection(), self.reactions(), self.both()]
+        parts = [self.spiky(), self.protection(), self.reactions(), self.both(), self.targets()]
         suspect = ["%s r%d (%s)" % (r["config"], r["round"], ", ".join(
             k for k, v in (("other softaffd", r["foreign"]["softaffd"]),
                            ("other guests", r["foreign"]["guests"]),
