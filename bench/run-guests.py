@@ -67,11 +67,12 @@ def host_busy_seconds():
 
 
 class Sampler:
-    """Polls the vCPU threads of the guests: affinity every 10 ms, CPU seen and schedstat every
-    50 ms, host and process CPU every second."""
+    """Polls the vCPU threads of the guests: affinity every `period` s (10 ms), CPU seen and
+    schedstat every 50 ms, host and process CPU every second."""
 
-    def __init__(self, guests):
+    def __init__(self, guests, period=0.010):
         self.guests = guests
+        self.period = period
         self.tids = {g.key: g.vcpu_tids() for g in guests}
         self.pids = {g.key: g.pid() for g in guests}
         self.aff = {}
@@ -86,6 +87,7 @@ class Sampler:
             for v, tid in self.tids[g.key].items():
                 self.aff[(g.key, v)] = frozenset(os.sched_getaffinity(tid))
                 self._prev[(g.key, v)] = self._read(g.key, tid)
+        self.aff0 = dict(self.aff)  # the affinities at the start, before self.changes
 
     def _read(self, label, tid):
         pid = self.pids[label]
@@ -105,7 +107,9 @@ class Sampler:
 
     def _loop(self):
         n = 0
-        period = 0.010
+        period = self.period
+        run_every = max(1, int(round(0.050 / period)))
+        cpu_every = max(1, int(round(1.0 / period)))
         next_t = time.monotonic()
         while not self._stop.is_set():
             next_t += period
@@ -120,7 +124,7 @@ class Sampler:
                     if a != old:
                         self.changes.append((now, g.key, v, sorted(old), sorted(a)))
                         self.aff[(g.key, v)] = a
-            if n % 5 == 0:
+            if n % run_every == 0:
                 for g in self.guests:
                     for v, tid in self.tids[g.key].items():
                         try:
@@ -130,7 +134,7 @@ class Sampler:
                         prun, pdelay, _ = self._prev[(g.key, v)]
                         self._prev[(g.key, v)] = (run, delay, cpu)
                         self.runs.append((now, g.key, v, cpu, run - prun, delay - pdelay))
-            if n % 100 == 0:
+            if n % cpu_every == 0:
                 self.cpu.append((now, host_busy_seconds(),
                                  {lb: proc_cpu_seconds(p) for lb, p in self.pids.items()},
                                  proc_cpu_seconds(self.daemon_pid) if self.daemon_pid else 0.0,

@@ -6,7 +6,7 @@
 #   vmlinuz        the guest kernel
 #   initrd.img     gzip'd newc cpio: busybox, /init, /load
 #   cmdline        the kernel command line to use
-#   load           the static load generator
+#   load           the static load generator (load.sha256: the load.c it was built from)
 #   kernel-version the Debian kernel package the kernel came from
 # Idempotent: a second run reuses everything that is up to date (no network access).
 #   SOFTAFF_GUEST_KERNEL=/path/vmlinuz  use this kernel instead of downloading one
@@ -110,10 +110,16 @@ else
 fi
 
 # --- load generator ---------------------------------------------------------------------------
-if [ ! -x "$CACHE/load" ] || [ "$HERE/load.c" -nt "$CACHE/load" ]; then
+# Keyed by load.c's content, not its mtime: worktrees of different ages share the cache, and an
+# older load.c with a newer mtime (a checkout) must not stand for a newer one. A load newer than
+# its load.sha256 was built by a script that keeps no sum: rebuild.
+LOAD_SUM=$(sha256sum "$HERE/load.c" | cut -d' ' -f1)
+if [ ! -x "$CACHE/load" ] || [ "$(cat "$CACHE/load.sha256" 2>/dev/null)" != "$LOAD_SUM" ] ||
+    [ "$CACHE/load" -nt "$CACHE/load.sha256" ]; then
     log "compiling load.c"
     gcc -static -O2 -pthread -Wall -o "$CACHE/load.new" "$HERE/load.c"
     mv -f "$CACHE/load.new" "$CACHE/load"
+    echo "$LOAD_SUM" >"$CACHE/load.sha256"
 else
     log "load: up to date"
 fi

@@ -2,11 +2,18 @@
  *
  * Runs as the guest's init payload (exec'd by /init). Protocol on the control tty
  * (default /dev/ttyS1, argv[1] overrides), one line each way:
- *   host -> guest  "N\n"      run N spinning threads (0..64) from now on; reply "ok N"
- *                  "?\n"      reply with a report line right away
+ *   host -> guest  "N\n"      run N spinning threads (0..64) from now on (ends a pattern);
+ *                             reply "ok N"
+ *                  "p N ON OFF\n"  a spiky pattern from now on: N threads spin for ON ms, then
+ *                             all sleep for OFF ms, repeating (N 0..64, ON 1..600000,
+ *                             OFF 0..600000); reply "ok p N ON OFF"
+ *                  "?\n"      reply with a report line right away (it starts the next
+ *                             report's interval, so commands "N\n?\n" align reports to a step)
  *   guest -> host  "ready"                    once, when the payload has started
  *                  "work <units/s> threads <N>" every second: fixed units of integer arithmetic
  *                                             done by all threads in the last second
+ *                  "spike on" / "spike off"   a pattern's phase changes (not for its first ON,
+ *                                             which "ok p" marks)
  *                  "error <text>"             a malformed command
  * A unit is a fixed number of xorshift rounds, so throughput is comparable across runs.
  *
@@ -44,6 +51,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int tty_fd = -1;
 static volatile uint64_t sink;
+
+/* The spiky pattern, run by the main loop (its poll timeout is the next phase change). */
+struct pattern {
+    int active, on_phase, threads;
+    long on_ms, off_ms;
+    double next; /* monotonic time of the next phase change */
+};
 
 static void say(const char *fmt, ...)
 {
@@ -132,8 +146,47 @@ static uint64_t total_units(void)
     return sum;
 }
 
+/* "p N ON OFF": starts the pattern with its ON phase. */
+static void start_pattern(struct pattern *pat, const char *args)
+{
+    int n;
+    long on, off;
+    char extra;
+    if (sscanf(args, "%d %ld %ld %c", &n, &on, &off, &extra) != 3 || n < 0 || n > MAX_THREADS ||
+        on < 1 || on > 600000 || off < 0 || off > 600000) {
+        say("error bad pattern '%.40s' (want p N ON OFF: N 0..%d, ON 1..600000 ms, OFF "
+            "0..600000 ms)",
+            args, MAX_THREADS);
+        return;
+    }
+    if (set_threads(n) < 0) {
+        say("error cannot create threads");
+        return;
+    }
+    *pat = (struct pattern){.active = 1, .on_phase = 1, .threads = n, .on_ms = on, .off_ms = off};
+    pat->next = now() + on / 1000.0;
+    say("ok p %d %ld %ld", n, on, off);
+}
+
+/* Switches the pattern's phase when due; keeps the schedule absolute so phases do not drift. */
+static void step_pattern(struct pattern *pat)
+{
+    double t = now();
+    if (!pat->active || t < pat->next)
+        return;
+    int to_on = !pat->on_phase || pat->off_ms == 0;
+    pat->on_phase = to_on;
+    pat->next += (to_on ? pat->on_ms : pat->off_ms) / 1000.0;
+    if (pat->next < t) /* fell a whole phase behind (guest starved): restart from now */
+        pat->next = t + (to_on ? pat->on_ms : pat->off_ms) / 1000.0;
+    if (pat->off_ms == 0)
+        return;
+    set_threads(to_on ? pat->threads : 0);
+    say("spike %s", to_on ? "on" : "off");
+}
+
 /* Returns 1 when the host asked for a report right away. */
-static int handle_line(char *line)
+static int handle_line(char *line, struct pattern *pat)
 {
     size_t len = strlen(line);
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
@@ -144,6 +197,10 @@ static int handle_line(char *line)
         return 0;
     if (strcmp(line, "?") == 0)
         return 1;
+    if (line[0] == 'p' && line[1] == ' ') {
+        start_pattern(pat, line + 2);
+        return 0;
+    }
     char *end;
     errno = 0;
     long n = strtol(line, &end, 10);
@@ -155,6 +212,7 @@ static int handle_line(char *line)
         say("error cannot create threads");
         return 0;
     }
+    pat->active = 0;
     say("ok %ld", n);
     return 0;
 }
@@ -196,9 +254,11 @@ int main(int argc, char **argv)
     double last = now();
     uint64_t last_units = total_units();
     double next = last + 1.0;
+    struct pattern pat = {0};
     for (;;) {
         double t0 = now();
-        int timeout_ms = next > t0 ? (int)((next - t0) * 1000) + 1 : 0;
+        double wake_at = pat.active && pat.next < next ? pat.next : next;
+        int timeout_ms = wake_at > t0 ? (int)((wake_at - t0) * 1000) + 1 : 0;
         struct pollfd p = {.fd = tty_fd, .events = POLLIN};
         int r = poll(&p, 1, timeout_ms);
         int report_now = 0;
@@ -210,7 +270,7 @@ int main(int argc, char **argv)
                 char *nl;
                 while ((nl = memchr(buf, '\n', used)) != NULL) {
                     *nl = '\0';
-                    if (handle_line(buf))
+                    if (handle_line(buf, &pat))
                         report_now = 1;
                     used -= nl + 1 - buf;
                     memmove(buf, nl + 1, used);
@@ -221,6 +281,7 @@ int main(int argc, char **argv)
         } else if (r > 0 && (p.revents & (POLLERR | POLLHUP))) {
             usleep(100000);
         }
+        step_pattern(&pat);
         double t1 = now();
         if (t1 >= next || report_now) {
             uint64_t u = total_units();
