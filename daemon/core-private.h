@@ -169,10 +169,14 @@ struct SaCore {
     guint event_tick_timer; /* an extra tick deferred by the rate limit */
     guint64 event_ticks;    /* extra ticks the events ran */
     guint64 sense_events;   /* events read */
+    gint64 event_gap_us;    /* least time from a tick to an event tick (SA_EVENT_TICK_MIN_US..) */
 };
 
 /* At most one event-driven tick per this long after any tick. */
 #define SA_EVENT_TICK_MIN_US (20 * 1000)
+/* Event ticks that change nothing (waits the policy does not act on: host noise, owners that
+ * still fit) double the gap before the next one, up to this; one that acts resets it. */
+#define SA_EVENT_TICK_MAX_GAP_US (320 * 1000)
 
 /* ---- core.c: event sensing ---- */
 /* Loads the sensor as [sensing] mode says and watches its events (softaffd's start; tests and
@@ -285,7 +289,9 @@ typedef struct {
 } SaPacer;
 
 /* Adds bytes moved at now_us; returns how long to wait (us) before the next chunk so that the
- * bytes since the start stay within rate_mib_s. Idle time earns at most 1 s of credit. */
+ * bytes since the start stay within rate_mib_s. Idle time earns no credit: after a pause the
+ * count starts again at now_us, so no window of the move ever exceeds the rate by more than
+ * the chunk just moved. */
 gint64 sa_pacer_wait(SaPacer *p, guint64 bytes, gint64 now_us, guint rate_mib_s);
 
 /* threaded: its own thread runs the jobs; else the caller drives sa_mover_step (tests). */

@@ -5,6 +5,8 @@
 
 #include <glib-unix.h>
 
+#include <unistd.h>
+
 #include "core-private.h"
 #include "sa-error.h"
 
@@ -108,8 +110,15 @@ const char *sa_core_sensing_mode(const SaCore *core)
 
 static void event_tick(SaCore *core)
 {
+    bool acted = false;
+
     core->event_ticks++;
     sa_core_tick(core);
+    for (guint i = 0; i < core->tick_pvms->len; i++)
+        acted |= ((const SaPolicyVm *)g_ptr_array_index(core->tick_pvms, i))->changed;
+    core->event_gap_us =
+        acted ? SA_EVENT_TICK_MIN_US
+              : MIN(MAX(core->event_gap_us, SA_EVENT_TICK_MIN_US) * 2, SA_EVENT_TICK_MAX_GAP_US);
 }
 
 static gboolean event_tick_cb(gpointer data)
@@ -121,20 +130,22 @@ static gboolean event_tick_cb(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* An owner waits: tick now, or once SA_EVENT_TICK_MIN_US has passed since the last tick (the
- * regular timer keeps its schedule; a tick in between answers the event). */
+/* An owner waits: tick now, or once the event gap (SA_EVENT_TICK_MIN_US, more after event ticks
+ * that changed nothing) has passed since the last tick (the regular timer keeps its schedule;
+ * a tick in between answers the event). */
 static void schedule_event_tick(SaCore *core)
 {
     gint64 since = g_get_monotonic_time() - core->last_sample_us;
+    gint64 gap = MAX(core->event_gap_us, SA_EVENT_TICK_MIN_US);
 
     if (core->event_tick_timer || core->stopping)
         return;
-    if (since >= SA_EVENT_TICK_MIN_US) {
+    if (since >= gap) {
         event_tick(core);
         return;
     }
     core->event_tick_timer =
-        g_timeout_add((guint)((SA_EVENT_TICK_MIN_US - since + 999) / 1000), event_tick_cb, core);
+        g_timeout_add((guint)((gap - since + 999) / 1000), event_tick_cb, core);
 }
 
 static gboolean on_sense_events(gint fd, GIOCondition condition, gpointer data)
@@ -238,6 +249,9 @@ void sa_core_sense_update(SaCore *core)
         return;
     watch = sa_cpuset_new();
     ignore = g_array_new(FALSE, FALSE, sizeof(pid_t));
+    /* softaffd's own waits: the extra ticks they cause are its own load, no owner's. */
+    pid_t self = getpid();
+    g_array_append_val(ignore, self);
     for (guint i = 0; i < core->tick_vms->len; i++) {
         const SaVm *vm = g_ptr_array_index(core->tick_vms, i);
         GPtrArray *threads = vm->sampling.threads;

@@ -57,16 +57,14 @@ struct SaMover {
 gint64 sa_pacer_wait(SaPacer *p, guint64 bytes, gint64 now_us, guint rate_mib_s)
 {
     double per_us = rate_mib_s * MIB / G_USEC_PER_SEC;
-    if (p->start_us == 0)
-        p->start_us = now_us;
-    p->bytes += bytes;
     gint64 due = p->start_us + (gint64)((double)p->bytes / per_us);
-    if (due < now_us - G_USEC_PER_SEC) {
-        /* Idle for long: keep 1 s of credit, not a backlog to move at full speed. */
-        p->start_us = now_us - G_USEC_PER_SEC;
-        p->bytes = bytes;
-        due = p->start_us + (gint64)((double)p->bytes / per_us);
+    if (p->start_us == 0 || due < now_us) {
+        /* First use, or idle since the last chunk was due: count from now. */
+        p->start_us = now_us;
+        p->bytes = 0;
     }
+    p->bytes += bytes;
+    due = p->start_us + (gint64)((double)p->bytes / per_us);
     return MAX(due - now_us, 0);
 }
 

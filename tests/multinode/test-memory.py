@@ -4,8 +4,8 @@
 Inside the host (mnhost.py: nodes 0 and 1, one CPU and 1 GiB each) libvirtd runs these guests,
 all with softaff metadata, started paused with their RAM preallocated (a guest that runs is
 ~500x slower than here, and a paused one keeps its pages where they are):
-  A, B  preferred="auto": softaffd gives them homes on different nodes, and their memory
-        follows; then `softaffctl set A --preferred <B's node> --live` moves A's home, and
+  A, B  preferred="auto", started before softaffd with their memory on nodes 1 and 0:
+        softaffd gives them homes on different nodes, and their memory follows; then `softaffctl set A --preferred <B's node> --live` moves A's home, and
         >= 90% of A's resident memory must be on the new node within 60 s (read from outside
         softaff, in /proc/PID/numa_maps), moved at no more than [memory] rate_mib_s (the
         mover's progress, polled each second), with the tick on schedule throughout;
@@ -99,7 +99,9 @@ class Run:
         mnhost.log("event: " + what)
 
     def status(self):
-        r = self.h.run(self.ctl + " status --json", timeout=60)
+        # On CPU 0, as the poller: CPU 1 stays quiet for D's burst (a softaffctl start costs
+        # tens of ms of CPU in this TCG host, load softaff rightly counts as owners').
+        r = self.h.run("taskset -c 0 " + self.ctl + " status --json", timeout=60)
         if r.rc != 0:
             diag = self.h.run("p=$(pgrep -xo softaffd); for t in /proc/$p/task/*; do "
                               "echo \"$(cat $t/comm) $(cut -d' ' -f3 $t/stat) $(cat $t/wchan)\"; "
@@ -155,7 +157,7 @@ class Run:
         self.sh("for i in $(seq 120); do [ -S /run/softaff/softaffd.sock ] && exit 0; "
                 "pgrep -x softaffd >/dev/null || break; sleep 0.5; done; "
                 "cat /var/log/softaffd.log; exit 1", timeout=90)
-        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup bash /tmp/poll.sh >/dev/null 2>&1 &" %
+        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup taskset -c 0 bash /tmp/poll.sh >/dev/null 2>&1 &" %
                 POLLER.format(ctl=self.ctl))
 
     def create(self, name, **kw):
@@ -244,17 +246,23 @@ def check_rate_and_ticks(r, t_set, t_end):
     recs = [x for x in r.polled() if x[0] >= t_set - 5]
     pts = rate_windows(recs, "A", t_set)
     r.series["moved"] = pts
-    worst = 0.0
+    # Any window of 2 s or more: at most the rate, plus the one 2 MiB chunk that may land at its
+    # edge, plus 10% for the polls' own timing (each status is read a little after its stamp).
+    worst, over = 0.0, []
     for i in range(len(pts)):
         for j in range(i + 1, len(pts)):
             dt = pts[j][0] - pts[i][0]
-            if dt >= 2.0:  # the polls' own jitter dominates shorter windows
-                worst = max(worst, (pts[j][1] - pts[i][1]) / dt)
+            if dt < 2.0:
+                continue
+            got = pts[j][1] - pts[i][1]
+            worst = max(worst, got / dt)
+            if got > 1.1 * RATE_MIB_S * dt * (1 << 20) + (2 << 20):
+                over.append("%.1f MiB in %.1fs" % (got / (1 << 20), dt))
     moved = pts[-1][1] - pts[0][1] if pts else 0
     expect(moved > 0, "the mover moved A's memory (%d MiB while polled)" % (moved >> 20))
-    limit = RATE_MIB_S * 1.15 * (1 << 20)  # one 2 MiB chunk of slack per ~2 s window
-    expect(worst <= limit, "moved at <= %d MiB/s: the fastest window was %.1f MiB/s" % (
-        RATE_MIB_S, worst / (1 << 20)))
+    r.series["fastest_window_mib_s"] = worst / (1 << 20)
+    expect(not over, "moved at <= %d MiB/s in every window of 2 s or more (fastest %.1f MiB/s)%s"
+           % (RATE_MIB_S, worst / (1 << 20), ": " + ", ".join(over) if over else ""))
     ticks = [(t, doc["daemon"]["ticks"], doc["daemon"]["tick_cpu_ms"]) for t, doc in recs
              if "daemon" in doc and t_set <= t <= t_end]
     r.series["ticks"] = ticks
@@ -329,10 +337,16 @@ def scenario(h, build):
     r = Run(h, build)
     check_partitions(r)
     h.check("bash %s/contrib/start-libvirt.sh" % mnhost.SRC_ROOT, timeout=300)
+    # A's memory first touched on node 1 and B's on node 0 (they ran before softaffd started).
+    # migratepages also makes all of it visible to move_pages: on this Linux (6.1), RAM QEMU
+    # preallocated stays invisible to it until moved once, and the mover then falls back to
+    # an unpaced migrate_pages (tests/daemon /mover/unseen): this test measures the paced path.
+    for n, node in (("A", 1), ("B", 0)):
+        r.create(n)
+        r.sh("migratepages %d all %d" % (r.qemu_pid(n), node), timeout=300)
+        mnhost.log("%s's memory on node %d: %s" % (n, node, r.node_bytes(n)))
     r.start_softaffd()
     r.event("softaffd started")
-    for n in ("A", "B"):
-        r.create(n)
     got = r.wait_status("A and B at home, memory measured", homes(r), 180)
     expect(got["A"] != got["B"], "A and B got homes on different nodes (%s)" % got)
     for n in ("A", "B"):
