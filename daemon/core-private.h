@@ -170,6 +170,8 @@ struct SaCore {
     guint64 event_ticks;    /* extra ticks the events ran */
     guint64 sense_events;   /* events read */
     gint64 event_gap_us;    /* least time from a tick to an event tick (SA_EVENT_TICK_MIN_US..) */
+    GHashTable *owner_tids; /* vCPU thread ids of the VMs homed where visitors may run: their
+                               waits tick at the shortest gap (a tenant, not host noise) */
 };
 
 /* At most one event-driven tick per this long after any tick. */

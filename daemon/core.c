@@ -58,6 +58,7 @@ void sa_core_free(SaCore *core)
     g_array_unref(core->loads);
     g_free(core->cpu_busy);
     g_free(core->idle_prev);
+    g_clear_pointer(&core->owner_tids, g_hash_table_unref);
     g_free(core->idle_known);
     g_free(core->usage);
     sa_topology_free(core->topo);
@@ -157,6 +158,10 @@ static gboolean on_sense_events(gint fd, GIOCondition condition, gpointer data)
     if (n == 0)
         return G_SOURCE_CONTINUE;
     core->sense_events += n;
+    for (guint i = 0; i < n; i++)
+        if (core->owner_tids &&
+            g_hash_table_contains(core->owner_tids, GINT_TO_POINTER((int)ev[i].tid)))
+            core->event_gap_us = SA_EVENT_TICK_MIN_US;
     g_debug("sensing: CPU %d: thread %d waited %.2f ms in the window%s", ev[0].cpu, (int)ev[0].tid,
             ev[0].wait_ns / 1e6, n > 1 ? " (and more)" : "");
     schedule_event_tick(core);
@@ -239,6 +244,30 @@ static bool visits(const SaCore *core, const SaVm *vm, SaCpuSet *watch)
     return any;
 }
 
+/* The vCPU threads of the managed VMs whose home has CPUs in watch (owners of a partition open
+ * to visitors) into tids. */
+static void owners_of(const SaCore *core, const SaCpuSet *watch, GHashTable *tids)
+{
+    for (guint i = 0; i < core->tick_vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(core->tick_vms, i);
+        const SaVmPolicyState *st = &vm->pvm.st;
+        int home = st->home >= 0 ? sa_topology_find_partition(core->topo, (guint)st->home) : -1;
+        GPtrArray *threads = vm->sampling.threads;
+        const SaPartition *p =
+            home >= 0 ? g_ptr_array_index(core->topo->partitions, (guint)home) : NULL;
+
+        if (!p || !sa_cpuset_intersects(p->cpus, watch))
+            continue;
+        for (guint t = 0; threads && t < threads->len; t++) {
+            const SaThreadSampler *ts = g_ptr_array_index(threads, t);
+            pid_t tid = ts ? sa_thread_sampler_tid(ts) : 0;
+
+            if (tid > 0)
+                g_hash_table_add(tids, GINT_TO_POINTER((int)tid));
+        }
+    }
+}
+
 void sa_core_sense_update(SaCore *core)
 {
     g_autoptr(SaCpuSet) watch = NULL;
@@ -269,6 +298,10 @@ void sa_core_sense_update(SaCore *core)
                 g_array_append_val(ignore, tid);
         }
     }
+    if (!core->owner_tids)
+        core->owner_tids = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_hash_table_remove_all(core->owner_tids);
+    owners_of(core, watch, core->owner_tids);
     if (!sa_sense_watch(core->sense, watch, (const pid_t *)(void *)ignore->data, ignore->len,
                         &error))
         g_warning_once("sensing: %s (said once)", error->message);
