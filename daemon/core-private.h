@@ -110,6 +110,7 @@ typedef struct {
     SaVmStats stats;
     int memory_node;    /* the home node last told to the mover, -1 none (tick.c) */
     bool memory_follow; /* ... and whether its memory follows it */
+    bool memory_away;   /* ... and whether the VM was bursting (away from home) */
     GQueue *decisions;  /* SaDecision*, newest last, at most SA_VM_MAX_DECISIONS */
 } SaVm;
 
@@ -250,6 +251,7 @@ const char *sa_lane_stalled_command(const SaLane *lane, gint64 *since_wall_us);
 #define SA_MOVER_CHUNK_BYTES (G_GUINT64_CONSTANT(2) << 20)
 /* numa_maps walks the page tables: each VM's placement is read this often, and after a move. */
 #define SA_MOVER_MEASURE_US (30 * G_USEC_PER_SEC)
+#define SA_MOVER_REHOME_RATIO 0.9
 
 /* The host calls of the mover (sa_mover_host_ops: host/numa.c); tests give fakes. */
 typedef struct {
@@ -306,6 +308,10 @@ void sa_mover_set_rate(SaMover *m, guint rate_mib_s);
 void sa_mover_set_home(SaMover *m, const char *key, const char *name, pid_t pid, int node,
                        bool follow);
 void sa_mover_forget(SaMover *m, const char *key);
+/* Main thread: whether the VM is bursting. While it is not, a reading that finds less than
+ * SA_MOVER_REHOME_RATIO of its memory at home (pages a burst first touched on another node,
+ * pages the kernel put elsewhere) starts a move of the rest home; while it is, nothing moves. */
+void sa_mover_set_away(SaMover *m, const char *key, bool away);
 /* A copy of what the mover knows of the VM; false when it knows nothing. */
 bool sa_mover_status(SaMover *m, const char *key, SaMemoryStatus *out);
 /* One unit of work due at now_us (a reading, a job's plan, a chunk); false when none was due.

@@ -29,6 +29,7 @@ typedef struct {
     guint64 addr;       /* ... and address */
     gint64 job_started_us;
     bool unseen_said; /* the migrate_pages fallback was logged */
+    bool away;        /* bursting: no move starts (sa_mover_set_away) */
     /* readings */
     gint64 next_measure_us; /* 0: now */
     bool report;            /* log the next reading (first one, after a move) */
@@ -207,6 +208,15 @@ void sa_mover_set_home(SaMover *m, const char *key, const char *name, pid_t pid,
     g_mutex_unlock(&m->lock);
 }
 
+void sa_mover_set_away(SaMover *m, const char *key, bool away)
+{
+    g_mutex_lock(&m->lock);
+    MoverVm *v = find_vm(m, key);
+    if (v)
+        v->away = away;
+    g_mutex_unlock(&m->lock);
+}
+
 void sa_mover_forget(SaMover *m, const char *key)
 {
     g_mutex_lock(&m->lock);
@@ -251,6 +261,24 @@ static void log_reading(const MoverVm *v)
            s->resident_bytes / MIB, v->node);
 }
 
+/* A reading at home that finds memory strayed from it (first touched on a visited node while
+ * bursting, put elsewhere by the kernel): a move of the rest starts, said in the log. Not
+ * while bursting, during a move, or after one stopped at a full node. */
+static void rehome(MoverVm *v)
+{
+    const SaMemoryStatus *s = &v->st;
+    guint64 off = s->resident_bytes - MIN(s->home_bytes, s->resident_bytes);
+    if (!v->follow || v->away || v->job || s->node_full || off < SA_MOVER_CHUNK_BYTES ||
+        (double)s->home_bytes >= SA_MOVER_REHOME_RATIO * (double)s->resident_bytes)
+        return;
+    g_info("%s: %.0f MiB of its memory away from home node %d: moving it home", v->name, off / MIB,
+           v->node);
+    v->generation++;
+    v->job = v->st.moving = true;
+    v->st.move_done_bytes = v->st.move_total_bytes = 0;
+    v->st.move_rate = 0;
+}
+
 static void take_reading(MoverVm *v, const SaProcMemory *mem, gint64 now_us)
 {
     v->st.resident_bytes = sa_proc_memory_bytes(mem, -1);
@@ -260,6 +288,7 @@ static void take_reading(MoverVm *v, const SaProcMemory *mem, gint64 now_us)
     if (v->report)
         log_reading(v);
     v->report = false;
+    rehome(v);
 }
 
 /* A failed read: GONE stops the readings (the core forgets the VM soon). */

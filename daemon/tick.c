@@ -159,6 +159,10 @@ static void follow_home(SaCore *core, SaVm *vm)
         return;
     bool follow = core->cfg->memory_migrate && !vm->facts->has_numatune && !core->dry_run &&
                   core->topo->nodes->len > 1;
+    bool away = vm->pvm.st.state == SA_STATE_BURST;
+    if (away != vm->memory_away && vm->memory_node >= 0)
+        sa_mover_set_away(core->mover, vm->key, away);
+    vm->memory_away = away;
     if (node == vm->memory_node && follow == vm->memory_follow)
         return;
     vm->memory_node = node;

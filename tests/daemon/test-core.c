@@ -1158,6 +1158,37 @@ static void test_mover_half_unseen(void)
     sa_mover_free(m);
 }
 
+/* Pages that strayed from home (first touched elsewhere during a burst): a reading while the VM
+ * is at home moves them back; while it bursts, nothing moves. */
+static void test_mover_rehome(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 4096, 1);
+    SaMover *m = sa_mover_new(&fm_ops, fm, 65536, false);
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    drain(m, 1);
+    g_assert_cmpuint(fm->moves, ==, 0);
+    for (guint i = 0; i < 1200; i++)
+        fm->node[i] = 0;
+    sa_mover_set_away(m, "k", true);
+    drain(m, 1 + SA_MOVER_MEASURE_US);
+    g_assert_cmpuint(fm->moves, ==, 0);
+    g_assert_cmpuint(fm_count(fm, 0), ==, 1200);
+    sa_mover_set_away(m, "k", false);
+    drain(m, 1 + 2 * SA_MOVER_MEASURE_US);
+    g_assert_cmpuint(fm_count(fm, 1), ==, 4096);
+    g_assert_cmpuint(count_in_log("vm: 5 MiB of its memory away from home node 1"), ==, 1);
+    SaMemoryStatus st = mover_status(m, "k");
+    g_assert_false(st.moving);
+    g_assert_cmpuint(st.moved_bytes_total, ==, 1200 * FM_PAGE);
+    /* A few strays (under a chunk, under 10%): left alone. */
+    for (guint i = 0; i < 300; i++)
+        fm->node[i] = 0;
+    guint moves = fm->moves;
+    drain(m, 1 + 4 * SA_MOVER_MEASURE_US);
+    g_assert_cmpuint(fm->moves, ==, moves);
+    sa_mover_free(m);
+}
+
 /* The rate: after a chunk, the next one waits what the pacing function says. */
 static void test_mover_rate(void)
 {
@@ -1432,6 +1463,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mover/status-unwritten", test_mover_status_unwritten);
     g_test_add_func("/mover/unseen", test_mover_unseen);
     g_test_add_func("/mover/half-unseen", test_mover_half_unseen);
+    g_test_add_func("/mover/rehome", test_mover_rehome);
     g_test_add_func("/mover/cancel", test_mover_cancel);
     g_test_add_func("/mover/node-full", test_mover_node_full);
     g_test_add_func("/mover/real", test_mover_real);
