@@ -37,20 +37,24 @@ _spec.loader.exec_module(tm)
 MIB = 1 << 20
 BUSY_MIB = 384  # numad manages only processes over 300 MB using half a CPU (numad(8), -p)
 TAIL_S = 20
-NUMAD_S = 180
+NUMAD_S = 100
 # Every 0.5 s until /tmp/bench.stop: "@@ uptime utime stime" (softaffd's clock ticks), one
 # "## LABEL node:bytes ..." per guest (anonymous memory, as test-memory's node_bytes counts it),
-# then softaffd's status JSON while it runs. $1: "LABEL:PID ..." (re-read each time from
+# with the CPUs its threads may use, then softaffd's status JSON (every other time: it costs
+# ~0.3 s under TCG) while it runs. $1: "LABEL:PID ..." (re-read each time from
 # /tmp/bench.pids so that guests started later join).
 SAMPLER = r"""rm -f /tmp/bench.stop
+k=0
 while [ ! -e /tmp/bench.stop ]; do
+    k=$((k + 1))
     read -r up _ </proc/uptime
     sa=$(pgrep -xo softaffd)
     stat=$(cat /proc/$sa/stat 2>/dev/null)
     set -- ${stat##*) }
     echo "@@ $up ${12:-0} ${13:-0}"
     for lp in $(cat /tmp/bench.pids 2>/dev/null); do
-        printf '## %s ' "${lp%%:*}"
+        printf '## %s cpus=%s ' "${lp%%:*}" "$(cat /proc/${lp#*:}/task/*/status 2>/dev/null |
+            awk '/^Cpus_allowed_list/ { print $2 }' | sort -u | tr '\n' /)"
         awk '/anon=/ && !/file=/ && !/stack/ {
             kb = 4
             if (match($0, /kernelpagesize_kB=[0-9]+/)) kb = substr($0, RSTART + 18, RLENGTH - 18)
@@ -58,7 +62,7 @@ while [ ! -e /tmp/bench.stop ]; do
                 split(substr($i, 2), a, "="); s[a[1]] += a[2] * kb * 1024 }
         } END { for (n in s) printf "%s:%d ", n, s[n]; printf "\n" }' /proc/${lp#*:}/numa_maps
     done
-    [ -n "$sa" ] && CTL status --json 2>/dev/null | tr -d '\n' && echo
+    [ -n "$sa" ] && [ $((k % 2)) = 0 ] && timeout 5 CTL status --json 2>/dev/null | tr -d '\n' && echo
     sleep 0.5
 done >/tmp/bench.out 2>/tmp/bench.err
 """
@@ -69,9 +73,10 @@ def log(msg):
 
 
 class Bench(tm.Run):
-    def __init__(self, h, build):
+    def __init__(self, h, build, out_dir):
         super().__init__(h, build)
         self.pids = {}
+        self.out_dir = out_dir
 
     def sampler_start(self):
         self.sh("cat >/tmp/bench.sh <<'EOF'\n%sEOF\nnohup bash /tmp/bench.sh >/dev/null 2>&1 &" %
@@ -84,6 +89,8 @@ class Bench(tm.Run):
     def samples(self):
         """[{t, cpu_s, mem: {label: {node: bytes}}, status}] from the sampler's file."""
         out = self.sh("cat /tmp/bench.out", timeout=300)
+        with open(os.path.join(self.out_dir, "samples.txt"), "w") as f:
+            f.write(out)
         recs = []
         for chunk in out.split("@@ ")[1:]:
             lines = chunk.split("\n")
@@ -96,7 +103,8 @@ class Bench(tm.Run):
             for line in lines[1:]:
                 if line.startswith("## "):
                     p = line[3:].split()
-                    rec["mem"][p[0]] = {int(n): int(b) for n, b in (x.split(":") for x in p[1:])}
+                    rec["mem"][p[0]] = {int(n): int(b) for n, b in (x.split(":") for x in p[2:])}
+                    rec.setdefault("cpus", {})[p[0]] = p[1][5:].strip("/")
                 elif line.startswith("{"):
                     try:
                         rec["status"] = json.loads(line)
@@ -148,51 +156,75 @@ def move_once(r, rate, to_node):
     return t_set, t_done, [x for x in lines if "mn-A" in x]
 
 
-def move_stats(recs, rate, to_node, t_set, t_done, lines):
-    win = [x for x in recs if t_set <= x["t"] <= t_done + 1.0]
-    st = [x for x in win if x["status"]]
-    mem = [(x["t"], x["mem"].get("A", {})) for x in recs if t_set - 1 <= x["t"] <= t_done + TAIL_S]
-    on_new = [(t, nb.get(to_node, 0), sum(nb.values())) for t, nb in mem if nb]
-    # External view: first and last sample where A's bytes on the new node grew by > 1 MiB.
-    grew = [i for i in range(1, len(on_new)) if on_new[i][1] - on_new[i - 1][1] > MIB]
-    ext = None
-    if grew:
-        i0, i1 = grew[0] - 1, grew[-1]
-        dt = on_new[i1][0] - on_new[i0][0]
-        ext = {"bytes": on_new[i1][1] - on_new[i0][1], "seconds": dt,
-               "mib_s": (on_new[i1][1] - on_new[i0][1]) / MIB / dt if dt > 0 else None}
+def crossing(series, level):
+    """When the share first reached level, interpolated between samples; None if never."""
+    for (t0, s0), (t1, s1) in zip(series, series[1:]):
+        if s0 < level <= s1:
+            return t0 + (t1 - t0) * (level - s0) / (s1 - s0)
+    return None
 
-    def am(x):
-        for v in x["status"].get("vms", []):
-            if v["name"] == "mn-A":
-                return v.get("memory") or {}
-        return {}
-    moved = am(st[-1]).get("moved_bytes_total", 0) - am(st[0]).get("moved_bytes_total", 0) \
-        if len(st) >= 2 else 0
-    done = [re.search(r"(\d+) of (\d+) MiB moved in ([\d.]+) s", x) for x in lines]
-    done = [m for m in done if m]
+
+def external_rate(on_new):
+    """MiB/s from numa_maps alone: the bytes between 10% and 90% of A on the new node, over
+    the interpolated times it crossed them (the samples are ~0.6-1 s apart under TCG)."""
+    if not on_new:
+        return None
+    total = on_new[-1][2]
+    series = [(t, b / tot) for t, b, tot in on_new if tot]
+    t10, t90 = crossing(series, 0.1), crossing(series, 0.9)
+    if t10 is None or t90 is None or t90 <= t10:
+        return None
+    return {"t10": t10, "t90": t90, "mib_s": 0.8 * total / MIB / (t90 - t10)}
+
+
+def status_of_a(x):
+    for v in x["status"].get("vms", []):
+        if v["name"] == "mn-A":
+            return v.get("memory") or {}
+    return {}
+
+
+def cpu_between(recs, t0, t1):
+    win = [x for x in recs if t0 <= x["t"] <= t1]
+    if len(win) < 2:
+        return None, 0
+    return win[-1]["cpu_s"] - win[0]["cpu_s"], win[-1]["t"] - win[0]["t"]
+
+
+def move_stats(recs, rate, to_node, t_set, t_done, lines):
+    mem = [(x["t"], x["mem"].get("A", {})) for x in recs if t_set - 1 <= x["t"] <= t_done + TAIL_S]
+    on_new = [(t - t_set, nb.get(to_node, 0), sum(nb.values())) for t, nb in mem if nb]
+    done = [m for m in (re.search(r"done: (\d+) of (\d+) MiB moved in ([\d.]+) s", x)
+                        for x in lines) if m]
+    mib, secs = (float(done[-1].group(1)), float(done[-1].group(3))) if done else (None, None)
+    st = [x for x in recs if x["status"] and "daemon" in x["status"] and
+          t_set <= x["t"] <= t_done + 1.0]
     ticks = [(x["t"], x["status"]["daemon"]["ticks"], x["status"]["daemon"]["tick_cpu_ms"])
-             for x in st if "daemon" in x["status"]]
+             for x in st]
     span = ticks[-1][0] - ticks[0][0] if len(ticks) >= 2 else 0
-    cpu = win[-1]["cpu_s"] - win[0]["cpu_s"] if len(win) >= 2 else 0
-    logged_mib, logged_s = (float(done[-1].group(1)), float(done[-1].group(3))) if done else \
-        (None, None)
+    cpu, cpu_span = cpu_between(recs, t_set, t_done + 1.0)
+    idle, idle_span = cpu_between(recs, t_done + 2.0, t_done + TAIL_S)  # ticking, no move
+    net = cpu - idle / idle_span * cpu_span if cpu is not None and idle_span else None
+    gib = mib / 1024 if mib else None
     return {
         "rate_mib_s": rate, "to_node": to_node, "t_set": t_set, "t_done": t_done,
         "set_to_done_s": t_done - t_set,
-        "moved_bytes_status": moved,
-        "logged": {"moved_mib": logged_mib, "seconds": logged_s,
-                   "mib_s": logged_mib / logged_s if done and logged_s > 0 else None},
-        "numa_maps": ext,
+        "moved_bytes_status": (status_of_a(st[-1]).get("moved_bytes_total", 0) -
+                               status_of_a(st[0]).get("moved_bytes_total", 0)) if st else None,
+        "logged": {"moved_mib": mib, "seconds": secs, "mib_s": mib / secs if secs else None},
+        "numa_maps": external_rate(on_new),
         "share_after": on_new[-1][1] / on_new[-1][2] if on_new else None,
-        "softaffd_cpu_s": cpu,
-        "cpu_s_per_gib": cpu / (moved / (1 << 30)) if moved else None,
+        "softaffd_cpu_s": cpu, "softaffd_cpu_window_s": cpu_span,
+        "softaffd_idle_cpu_s_per_s": idle / idle_span if idle_span else None,
+        "softaffd_cpu_s_net": net,
+        "cpu_s_per_gib": cpu / gib if gib and cpu is not None else None,
+        "cpu_s_per_gib_net": net / gib if gib and net is not None else None,
         "tick_cpu_ms_max": max((x[2] for x in ticks), default=None),
         "ticks": ticks[-1][1] - ticks[0][1] if ticks else 0,
-        "ticks_due": span * 1000 / tm.INTERVAL_MS,
+        "ticks_due": span * 1000 / tm.INTERVAL_MS, "ticks_span_s": span,
         "migrate_pages_fallback": any("finds none" in x for x in lines),
         "log": lines,
-        "series": [[t - t_set, b / tot if tot else 0] for t, b, tot in on_new],
+        "series": [[t, b / tot if tot else 0] for t, b, tot in on_new],
     }
 
 
@@ -204,7 +236,6 @@ def softaffd_part(r, rates):
         r.create(n)
     got = r.wait_status("A and B at home, memory measured", tm.homes(r), 240)
     r.track("A", "A")
-    r.track("B", "B")
     first = [x for x in r.softaffd_log().splitlines() if "finds none" in x]
     moves, home = [], got["A"]
     plan = list(rates) + [rates[0]]  # the first move may take the migrate_pages path
@@ -233,7 +264,36 @@ def create_busy(r, kernel):
          timeout=300)
 
 
-def numad_part(r, a_home):
+def cpu_nodes(cpus):
+    """Nodes of a "/"-joined set of cpulists ("1", "0-1/1"): CPU n is on node n on this host."""
+    nodes = set()
+    for part in re.split(r"[/,]", cpus or ""):
+        if "-" in part:
+            a, b = part.split("-")
+            nodes.update(range(int(a), int(b) + 1))
+        elif part:
+            nodes.add(int(part))
+    return nodes
+
+
+def numad_run(r, flags, seconds):
+    """One numad daemon for seconds: its log, and A's and E's memory and CPUs over time."""
+    t0 = r.uptime()
+    r.event("numad " + flags)
+    r.sh("rm -f /var/log/numad.log; nohup numad %s </dev/null >/dev/null 2>&1" % flags)
+    time.sleep(seconds)
+    t_end = r.uptime()
+    numad_log = r.h.run("cat /var/log/numad.log", timeout=60).out
+    r.sh("numad -i 0 >/dev/null 2>&1; for i in $(seq 20); do pgrep -x numad >/dev/null || "
+         "exit 0; sleep 0.5; done; kill $(cat /var/run/numad.pid); true", timeout=60)
+    recs = [x for x in r.samples() if t0 - 1 <= x["t"] <= t_end]
+    series = {lb: [[x["t"] - t0, x["mem"][lb], x["cpus"][lb]] for x in recs if x["mem"].get(lb)]
+              for lb in ("A", "E")}
+    return {"flags": flags, "t_start": t0, "seconds": t_end - t0, "log": numad_log,
+            "series": series}
+
+
+def numad_part(r, a_home, seconds):
     r.sh("kill -TERM $(pgrep -xo softaffd); for i in $(seq 60); do pgrep -x softaffd >/dev/null"
          " || exit 0; sleep 0.5; done; exit 1", timeout=60)
     kernel = r.sh("ls /boot/vmlinuz-* | head -1").strip()
@@ -242,39 +302,37 @@ def numad_part(r, a_home):
     time.sleep(5)
     pin(r, "A", 1 - a_home)  # A's memory on a_home, its threads on the other node
     pin(r, "E", 1)
-    version = r.sh("dpkg-query -W numad").strip()
-    r.event("numad started")
-    t0 = r.uptime()
-    r.sh("rm -f /var/log/numad.log; nohup numad -i 5 -l 7 </dev/null >/dev/null 2>&1")
-    time.sleep(NUMAD_S)
-    t_end = r.uptime()
-    numad_log = r.h.run("cat /var/log/numad.log", timeout=60).out
-    r.sh("numad -i 0 >/dev/null 2>&1; sleep 2; p=$(cat /var/run/numad.pid 2>/dev/null); "
-         "[ -n \"$p\" ] && kill $p 2>/dev/null; true")
-    affinity = {n: r.sh("grep Cpus_allowed_list /proc/%d/task/*/status | sort -u -k2 | head -5"
-                        % r.pids[n]) for n in ("A", "E")}
-    recs = [x for x in r.samples() if x["t"] >= t0 - 1]
-    series = {}
-    for lb in ("A", "E"):
-        series[lb] = [[x["t"] - t0, x["mem"][lb]] for x in recs if x["mem"].get(lb)]
-    return {"version": version, "t_start": t0, "seconds": t_end - t0, "a_home": a_home,
-            "log": numad_log, "affinity_after": affinity, "series": series}
+    out = {"version": r.sh("dpkg-query -W -f '${Version}' numad").strip(), "a_home": a_home,
+           "runs": []}
+    # numad's default target (-u 85) leaves a 1-vCPU guest that uses a whole CPU no 1-CPU node
+    # to fit in; -u 100 lets it fit. Each run is a fresh daemon (it evaluates a process at most
+    # every few minutes).
+    for flags in ("-i 5", "-i 5 -u 100"):
+        out["runs"].append(numad_run(r, flags, seconds))
+    return out
 
 
-def numad_summary(n):
-    """When numad acted (log lines mentioning our PIDs' moves) and where A and E are after."""
-    acts = [x for x in n["log"].splitlines()
-            if re.search(r"(?i)bind|migrat|moving|moved|advis", x) ]
-    out = {}
-    for lb in ("A", "E"):
-        s = n["series"][lb]
+def numad_summary(run):
+    """numad's decisions (deduplicated, with the first time and count) and where A and E were
+    at the start and the end of the run."""
+    acts = {}
+    for line in run["log"].splitlines():
+        m = re.match(r"(.*? \d\d:\d\d:\d\d \d{4}): (.*)", line)
+        if m and re.search(r"Advising|moved to|Skipping|Candidates|bind", m.group(2)):
+            text = re.sub(r"\d+\.\d+ seconds", "N seconds", m.group(2))
+            first, n = acts.get(text, (m.group(1), 0))
+            acts[text] = (first, n + 1)
+    guests = {}
+    for lb, s in run["series"].items():
         if not s:
             continue
-        first, last = s[0][1], s[-1][1]
-        moved_at = next((t for t, nb in s if nb != first and
-                         abs(nb.get(0, 0) - first.get(0, 0)) > 4 * MIB), None)
-        out[lb] = {"first": first, "last": last, "first_change_s": moved_at}
-    return {"actions": acts[:40], "guests": out}
+        first, last = s[0], s[-1]
+        change = next((t for t, nb, cpus in s if cpus != first[2] or
+                       abs(nb.get(0, 0) - first[1].get(0, 0)) > 4 * MIB), None)
+        guests[lb] = {"first": first[1], "first_cpus": first[2], "last": last[1],
+                      "last_cpus": last[2], "first_change_s": change}
+    return {"actions": ["%s (x%d, first %s)" % (k, n, t) for k, (t, n) in acts.items()],
+            "guests": guests}
 
 
 def fmt_nodes(nb):
@@ -282,36 +340,57 @@ def fmt_nodes(nb):
     return ", ".join("node %d %d%%" % (k, round(100 * v / tot)) for k, v in sorted(nb.items()))
 
 
-def table(res):
-    rows = ["| move | size (MiB) | set → done (s) | mover's log: MiB/s | numa_maps: MiB/s | "
-            "configured MiB/s | share on new node after | softaffd CPU s / GiB | "
-            "tick CPU max (ms) | ticks / due during move | path |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+def num(v, fmt="%.1f"):
+    return fmt % v if v is not None else "–"
+
+
+def softaffd_table(res):
+    rows = ["| move | rate_mib_s | moved (MiB) | mover's time (s) | MiB/s, mover's log | MiB/s, "
+            "numa_maps 10→90% | set → done seen (s) | on new node 20 s after | softaffd CPU s "
+            "/ GiB (net of idle ticks) | tick CPU max (ms) | ticks / due | path |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for i, m in enumerate(res["softaffd"]["moves"], 1):
-        ext = m["numa_maps"] or {}
-        rows.append("| %d → node %d | %.0f | %.1f | %s | %s | %d | %.1f%% | %s | %s | %d / %.0f |"
-                    " %s |" % (
-                        i, m["to_node"], m["moved_bytes_status"] / MIB, m["set_to_done_s"],
-                        "%.1f" % m["logged"]["mib_s"] if m["logged"]["mib_s"] else "–",
-                        "%.1f" % ext["mib_s"] if ext.get("mib_s") else "–", m["rate_mib_s"],
-                        100 * (m["share_after"] or 0),
-                        "%.2f" % m["cpu_s_per_gib"] if m["cpu_s_per_gib"] is not None else "–",
-                        "%.1f" % m["tick_cpu_ms_max"] if m["tick_cpu_ms_max"] is not None else "–",
+        rows.append("| %d → node %d | %d | %s | %s | %s | %s | %.1f | %.1f%% | %s (%s) | %s | "
+                    "%d / %.0f | %s |" % (
+                        i, m["to_node"], m["rate_mib_s"], num(m["logged"]["moved_mib"], "%.0f"),
+                        num(m["logged"]["seconds"]), num(m["logged"]["mib_s"]),
+                        num((m["numa_maps"] or {}).get("mib_s")), m["set_to_done_s"],
+                        100 * (m["share_after"] or 0), num(m["cpu_s_per_gib"], "%.2f"),
+                        num(m["cpu_s_per_gib_net"], "%.2f"), num(m["tick_cpu_ms_max"]),
                         m["ticks"], m["ticks_due"],
                         "migrate_pages fallback" if m["migrate_pages_fallback"] else "move_pages"))
-    n, s = res["numad"], res["numad_summary"]
-    rows += ["", "numad (%s, `numad -i 5`, %.0f s; A paused %d MiB, memory on node %d, threads "
-             "pinned to CPU %d; E %d MiB booting a kernel, memory on node 0, threads pinned to "
-             "CPU 1):" % (n["version"], n["seconds"], tm.GUEST_MIB["A"], n["a_home"],
-                          1 - n["a_home"], BUSY_MIB), "",
-             "| guest | memory at numad start | after %.0f s | first change (s) |" % n["seconds"],
-             "| --- | --- | --- | ---: |"]
-    for lb, g in s["guests"].items():
-        rows.append("| %s | %s | %s | %s |" % (lb, fmt_nodes(g["first"]), fmt_nodes(g["last"]),
-                                              "%.0f" % g["first_change_s"]
-                                              if g["first_change_s"] is not None else "none"))
-    rows += ["", "numad's log (actions):", "", "```"] + (s["actions"] or ["(none)"]) + ["```"]
-    return "\n".join(rows) + "\n"
+    first = res["softaffd"]["first_home_fallback"]
+    if first:
+        rows += ["", "First homes (before the table's moves):", ""] + ["- " + x for x in first]
+    return rows
+
+
+def numad_table(res):
+    n = res["numad"]
+    rows = ["", "numad %s on the same host: softaffd stopped; A (paused, %d MiB) with its memory "
+            "on node %d and its threads pinned to CPU %d; E (%d MiB, booting a kernel: one busy "
+            "vCPU) with its memory on node 0 and its threads pinned to CPU 1." % (
+                n["version"], tm.GUEST_MIB["A"], n["a_home"], 1 - n["a_home"], BUSY_MIB)]
+    for run in n["runs"]:
+        s = run["summary"]
+        rows += ["", "`numad %s`, %.0f s:" % (run["flags"], run["seconds"]), "",
+                 "| guest | at start: memory (CPUs) | at end: memory (CPUs) | first change (s) |",
+                 "| --- | --- | --- | ---: |"]
+        for lb, g in s["guests"].items():
+            rows.append("| %s | %s (%s) | %s (%s) | %s |" % (
+                lb, fmt_nodes(g["first"]), g["first_cpus"], fmt_nodes(g["last"]), g["last_cpus"],
+                num(g["first_change_s"], "%.0f") if g["first_change_s"] is not None else "none"))
+        rows += ["", "```"] + (s["actions"] or ["(no decision logged)"]) + ["```"]
+    return rows
+
+
+def table(res):
+    return "\n".join(softaffd_table(res) + numad_table(res)) + "\n"
+
+
+def local_share(nb, cpus):
+    tot = sum(nb.values()) or 1
+    return sum(v for k, v in nb.items() if k in cpu_nodes(cpus)) / tot
 
 
 def plot(res, d):
@@ -323,22 +402,23 @@ def plot(res, d):
             for t, share in m["series"]:
                 f.write("%.2f %.4f\n" % (t, 100 * share))
             f.write("\n\n")
-            titles.append("softaffd, %d MiB/s, to node %d" % (m["rate_mib_s"], m["to_node"]))
-        e = res["numad"]["series"].get("E") or []
-        for t, nb in e:
-            tot = sum(nb.values()) or 1
-            f.write("%.2f %.4f\n" % (t, 100 * nb.get(1, 0) / tot))
-        f.write("\n\n")
-        titles.append("numad, busy E (vCPU on node 1), share on node 1")
+            titles.append("softaffd %d MiB/s: A on its new home node %d" % (m["rate_mib_s"],
+                                                                           m["to_node"]))
+        for run in res["numad"]["runs"]:
+            for t, nb, cpus in run["series"].get("E") or []:
+                f.write("%.2f %.4f\n" % (t, 100 * local_share(nb, cpus)))
+            f.write("\n\n")
+            titles.append("numad %s: busy E on the nodes of its CPUs" % run["flags"])
     plots = ["'%s' index %d using 1:2 with linespoints pt 7 ps 0.4 title '%s'" % (dat, i, tt)
              for i, tt in enumerate(titles)]
     gp = os.path.join(d, "plot.gp")
     with open(gp, "w") as f:
         f.write("set terminal pngcairo size 1200,700 font 'sans,11'\nset output '%s'\n"
-                "set xlabel 'seconds since softaffctl set (softaffd) / numad start'\n"
-                "set ylabel '%% of the guest memory on its new node'\nset yrange [0:105]\n"
-                "set key bottom right\nset grid\nset xrange [-1:*]\nplot %s\n"
-                % (png, ", ".join(plots)))
+                "set title 'Guest memory locality on the 2-node test host'\n"
+                "set xlabel 'seconds since softaffctl set (softaffd) / since numad started'\n"
+                "set ylabel '%% of the guest memory local'\nset yrange [-2:105]\n"
+                "set key center right\nset grid\nset logscale x 2\nset xrange [0.25:*]\n"
+                "plot %s\n" % (png, ", ".join(plots)))
     subprocess.run(["gnuplot", gp], check=True)
     return png
 
@@ -347,6 +427,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="/tmp/softaff-bench-multinode")
     ap.add_argument("--rates", default="32,256")
+    ap.add_argument("--numad-s", type=int, default=NUMAD_S, help="seconds per numad run")
     args = ap.parse_args()
     build = os.environ.get("SOFTAFF_BUILD_DIR")
     if os.geteuid() != 0 or not build or not os.access(os.path.join(build, "softaffd"), os.X_OK):
@@ -357,13 +438,14 @@ def main():
     tm.GUEST_MIB["E"] = BUSY_MIB
     res = {}
     with mnhost.Host(build_dir=build) as h:
-        r = Bench(h, build)
+        r = Bench(h, build, args.out)
         try:
             h.check("bash %s/contrib/start-libvirt.sh" % mnhost.SRC_ROOT, timeout=300)
             r.sampler_start()
             res["softaffd"] = softaffd_part(r, rates)
-            res["numad"] = numad_part(r, res["softaffd"]["moves"][-1]["to_node"])
-            res["numad_summary"] = numad_summary(res["numad"])
+            res["numad"] = numad_part(r, res["softaffd"]["moves"][-1]["to_node"], args.numad_s)
+            for run in res["numad"]["runs"]:
+                run["summary"] = numad_summary(run)
         finally:
             h.run("touch /tmp/bench.stop /tmp/poll.stop", timeout=30)
             res["softaffd_log"] = h.run("cat /var/log/softaffd.log", timeout=60).out
