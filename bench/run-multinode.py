@@ -48,8 +48,8 @@ k=0
 while [ ! -e /tmp/bench.stop ]; do
     k=$((k + 1))
     read -r up _ </proc/uptime
-    sa=$(pgrep -xo softaffd)
-    stat=$(cat /proc/$sa/stat 2>/dev/null)
+    sa=$(pgrep -xo softaffd) stat=
+    [ -n "$sa" ] && stat=$(cat /proc/$sa/stat 2>/dev/null)  # not /proc//stat
     set -- ${stat##*) }
     echo "@@ $up ${12:-0} ${13:-0}"
     for lp in $(cat /tmp/bench.pids 2>/dev/null); do
@@ -66,6 +66,32 @@ while [ ! -e /tmp/bench.stop ]; do
     sleep 0.5
 done >/tmp/bench.out 2>/tmp/bench.err
 """
+
+
+def parse_samples(out):
+    """[{t, cpu_s, mem: {label: {node: bytes}}, cpus: {label: cpulists}, status}]."""
+    recs = []
+    for chunk in out.split("@@ ")[1:]:
+        lines = chunk.split("\n")
+        f = lines[0].split()
+        try:
+            rec = {"t": float(f[0]), "cpu_s": None, "mem": {}, "cpus": {}, "status": None}
+        except (ValueError, IndexError):
+            continue
+        if len(f) == 3 and f[1].isdigit() and f[2].isdigit():  # else softaffd is not running
+            rec["cpu_s"] = (int(f[1]) + int(f[2])) / 100.0
+        for line in lines[1:]:
+            if line.startswith("## "):
+                p = line[3:].split()
+                rec["mem"][p[0]] = {int(n): int(b) for n, b in (x.split(":") for x in p[2:])}
+                rec["cpus"][p[0]] = p[1][5:].strip("/")
+            elif line.startswith("{"):
+                try:
+                    rec["status"] = json.loads(line)
+                except ValueError:
+                    pass  # the last record may be half written
+        recs.append(rec)
+    return recs
 
 
 def log(msg):
@@ -87,31 +113,11 @@ class Bench(tm.Run):
         self.sh("echo '%s' >/tmp/bench.pids" % " ".join("%s:%d" % kv for kv in self.pids.items()))
 
     def samples(self):
-        """[{t, cpu_s, mem: {label: {node: bytes}}, status}] from the sampler's file."""
+        """The sampler's records so far (parse_samples), its raw output kept in the out dir."""
         out = self.sh("cat /tmp/bench.out", timeout=300)
         with open(os.path.join(self.out_dir, "samples.txt"), "w") as f:
             f.write(out)
-        recs = []
-        for chunk in out.split("@@ ")[1:]:
-            lines = chunk.split("\n")
-            f = lines[0].split()
-            try:
-                rec = {"t": float(f[0]), "cpu_s": (int(f[1]) + int(f[2])) / 100.0, "mem": {},
-                       "status": None}
-            except (ValueError, IndexError):
-                continue
-            for line in lines[1:]:
-                if line.startswith("## "):
-                    p = line[3:].split()
-                    rec["mem"][p[0]] = {int(n): int(b) for n, b in (x.split(":") for x in p[2:])}
-                    rec.setdefault("cpus", {})[p[0]] = p[1][5:].strip("/")
-                elif line.startswith("{"):
-                    try:
-                        rec["status"] = json.loads(line)
-                    except ValueError:
-                        pass  # the last record may be half written
-            recs.append(rec)
-        return recs
+        return parse_samples(out)
 
     def softaffd_log(self):
         return self.sh("cat /var/log/softaffd.log", timeout=120)
@@ -276,6 +282,12 @@ def cpu_nodes(cpus):
     return nodes
 
 
+def numad_series(recs, t0, t_end):
+    recs = [x for x in recs if t0 - 1 <= x["t"] <= t_end]
+    return {lb: [[x["t"] - t0, x["mem"][lb], x["cpus"].get(lb)] for x in recs if x["mem"].get(lb)]
+            for lb in ("A", "E")}
+
+
 def numad_run(r, flags, seconds):
     """One numad daemon for seconds: its log, and A's and E's memory and CPUs over time."""
     t0 = r.uptime()
@@ -286,9 +298,7 @@ def numad_run(r, flags, seconds):
     numad_log = r.h.run("cat /var/log/numad.log", timeout=60).out
     r.sh("numad -i 0 >/dev/null 2>&1; for i in $(seq 20); do pgrep -x numad >/dev/null || "
          "exit 0; sleep 0.5; done; kill $(cat /var/run/numad.pid); true", timeout=60)
-    recs = [x for x in r.samples() if t0 - 1 <= x["t"] <= t_end]
-    series = {lb: [[x["t"] - t0, x["mem"][lb], x["cpus"][lb]] for x in recs if x["mem"].get(lb)]
-              for lb in ("A", "E")}
+    series = numad_series(r.samples(), t0, t_end)
     return {"flags": flags, "t_start": t0, "seconds": t_end - t0, "log": numad_log,
             "series": series}
 
@@ -307,7 +317,7 @@ def numad_part(r, a_home, seconds):
     # numad's default target (-u 85) leaves a 1-vCPU guest that uses a whole CPU no 1-CPU node
     # to fit in; -u 100 lets it fit. Each run is a fresh daemon (it evaluates a process at most
     # every few minutes).
-    for flags in ("-i 5", "-i 5 -u 100"):
+    for flags in ("-i 5 -l 7", "-i 5 -u 100 -l 7"):
         out["runs"].append(numad_run(r, flags, seconds))
     return out
 
@@ -315,10 +325,17 @@ def numad_part(r, a_home, seconds):
 def numad_summary(run):
     """numad's decisions (deduplicated, with the first time and count) and where A and E were
     at the start and the end of the run."""
-    acts = {}
+    acts, start, first_act = {}, None, None
     for line in run["log"].splitlines():
+        m = re.match(r"(.*? \d\d:\d\d:\d\d \d{4}): (Registering|Advising)", line)
+        if m:
+            wall = time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"))
+            if m.group(2) == "Registering":
+                start = wall
+            elif start is not None and first_act is None:
+                first_act = wall - start
         m = re.match(r"(.*? \d\d:\d\d:\d\d \d{4}): (.*)", line)
-        if m and re.search(r"Advising|moved to|Skipping|Candidates|bind", m.group(2)):
+        if m and re.search(r"Advising|moved to|Skipping|Candidates|bind|Bad ", m.group(2)):
             text = re.sub(r"\d+\.\d+ seconds", "N seconds", m.group(2))
             first, n = acts.get(text, (m.group(1), 0))
             acts[text] = (first, n + 1)
@@ -327,17 +344,16 @@ def numad_summary(run):
         if not s:
             continue
         first, last = s[0], s[-1]
-        change = next((t for t, nb, cpus in s if cpus != first[2] or
-                       abs(nb.get(0, 0) - first[1].get(0, 0)) > 4 * MIB), None)
         guests[lb] = {"first": first[1], "first_cpus": first[2], "last": last[1],
-                      "last_cpus": last[2], "first_change_s": change}
+                      "last_cpus": last[2]}
     return {"actions": ["%s (x%d, first %s)" % (k, n, t) for k, (t, n) in acts.items()],
-            "guests": guests}
+            "first_advice_s": first_act, "guests": guests}
 
 
 def fmt_nodes(nb):
     tot = sum(nb.values()) or 1
-    return ", ".join("node %d %d%%" % (k, round(100 * v / tot)) for k, v in sorted(nb.items()))
+    return "%d MiB: " % (tot / MIB) + ", ".join(
+        "node %s %d%%" % (k, round(100 * v / tot)) for k, v in sorted(nb.items()))
 
 
 def num(v, fmt="%.1f"):
@@ -373,13 +389,14 @@ def numad_table(res):
                 n["version"], tm.GUEST_MIB["A"], n["a_home"], 1 - n["a_home"], BUSY_MIB)]
     for run in n["runs"]:
         s = run["summary"]
-        rows += ["", "`numad %s`, %.0f s:" % (run["flags"], run["seconds"]), "",
-                 "| guest | at start: memory (CPUs) | at end: memory (CPUs) | first change (s) |",
-                 "| --- | --- | --- | ---: |"]
+        rows += ["", "`numad %s`, %.0f s; its first advice %s:" % (
+            run["flags"], run["seconds"], "%.0f s after it started" % s["first_advice_s"]
+            if s.get("first_advice_s") is not None else "never"), "",
+            "| guest | at start: memory (its threads' CPUs) | at end: memory (CPUs) |",
+            "| --- | --- | --- |"]
         for lb, g in s["guests"].items():
-            rows.append("| %s | %s (%s) | %s (%s) | %s |" % (
-                lb, fmt_nodes(g["first"]), g["first_cpus"], fmt_nodes(g["last"]), g["last_cpus"],
-                num(g["first_change_s"], "%.0f") if g["first_change_s"] is not None else "none"))
+            rows.append("| %s | %s (%s) | %s (%s) |" % (
+                lb, fmt_nodes(g["first"]), g["first_cpus"], fmt_nodes(g["last"]), g["last_cpus"]))
         rows += ["", "```"] + (s["actions"] or ["(no decision logged)"]) + ["```"]
     return rows
 
@@ -427,8 +444,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="/tmp/softaff-bench-multinode")
     ap.add_argument("--rates", default="32,256")
+    ap.add_argument("--reanalyze", action="store_true",
+                    help="no host: recompute the numad series, table and plot from --out's "
+                    "results.json and samples.txt")
     ap.add_argument("--numad-s", type=int, default=NUMAD_S, help="seconds per numad run")
     args = ap.parse_args()
+    if args.reanalyze:
+        return report(reanalyze(args.out), args.out)
     build = os.environ.get("SOFTAFF_BUILD_DIR")
     if os.geteuid() != 0 or not build or not os.access(os.path.join(build, "softaffd"), os.X_OK):
         sys.exit("run as root with SOFTAFF_BUILD_DIR set to a build dir with softaffd")
@@ -451,11 +473,28 @@ def main():
             res["softaffd_log"] = h.run("cat /var/log/softaffd.log", timeout=60).out
             with open(os.path.join(args.out, "results.json"), "w") as f:
                 json.dump(res, f, indent=1)
-    with open(os.path.join(args.out, "table.md"), "w") as f:
+    report(res, args.out)
+
+
+def reanalyze(d):
+    with open(os.path.join(d, "results.json")) as f:
+        res = json.load(f)
+    with open(os.path.join(d, "samples.txt")) as f:
+        recs = parse_samples(f.read())
+    for run in res["numad"]["runs"]:
+        run["series"] = numad_series(recs, run["t_start"], run["t_start"] + run["seconds"])
+        run["summary"] = numad_summary(run)
+    with open(os.path.join(d, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+def report(res, d):
+    with open(os.path.join(d, "table.md"), "w") as f:
         f.write(table(res))
-    png = plot(res, args.out)
+    png = plot(res, d)
     print(table(res))
-    log("results in %s; plot %s" % (args.out, png))
+    log("results in %s; plot %s" % (d, png))
 
 
 if __name__ == "__main__":
