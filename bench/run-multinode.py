@@ -426,8 +426,9 @@ def plot(res, d):
                 f.write("%.2f %.4f\n" % (t, 100 * local_share(nb, cpus)))
             f.write("\n\n")
             titles.append("numad %s: busy E on the nodes of its CPUs" % run["flags"])
-    plots = ["'%s' index %d using 1:2 with linespoints pt 7 ps 0.4 title '%s'" % (dat, i, tt)
-             for i, tt in enumerate(titles)]
+    colours = ("#1f77b4", "#2ca02c", "#17becf", "#ff7f0e", "#d62728", "#9467bd")
+    plots = ["'%s' index %d using 1:2 with linespoints pt 7 ps 0.4 lc rgb '%s' title '%s'" % (
+        dat, i, colours[i % len(colours)], tt) for i, tt in enumerate(titles)]
     gp = os.path.join(d, "plot.gp")
     with open(gp, "w") as f:
         f.write("set terminal pngcairo size 1200,700 font 'sans,11'\nset output '%s'\n"
