@@ -62,7 +62,8 @@ while [ ! -e /tmp/bench.stop ]; do
                 split(substr($i, 2), a, "="); s[a[1]] += a[2] * kb * 1024 }
         } END { for (n in s) printf "%s:%d ", n, s[n]; printf "\n" }' /proc/${lp#*:}/numa_maps
     done
-    [ -n "$sa" ] && [ $((k % 2)) = 0 ] && timeout 5 CTL status --json 2>/dev/null | tr -d '\n' && echo
+    [ -n "$sa" ] && [ $((k % 2)) = 0 ] &&
+        timeout 5 CTL status --json 2>/dev/null | tr -d '\n' && echo
     sleep 0.5
 done >/tmp/bench.out 2>/tmp/bench.err
 """
