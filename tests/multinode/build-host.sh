@@ -20,7 +20,7 @@ CACHE=${SOFTAFF_MN_CACHE:-/var/cache/softaff-multinode}
 # libpam-systemd: debootstrap does not resolve the virtual packages polkitd needs.
 PACKAGES=(linux-image-cloud-amd64 initramfs-tools kmod tini procps iproute2 util-linux
     dbus libpam-systemd libvirt-daemon-system libvirt-clients libvirt-daemon-driver-qemu qemu-system-x86 numactl
-    libglib2.0-0 libjson-c5 libnuma1 libxml2 libvirt0 libbpf1)
+    libglib2.0-0 libjson-c5 libnuma1 libxml2 libvirt0 libbpf1 numad)
 PRINT=0
 for a in "$@"; do
     case $a in
