@@ -232,6 +232,8 @@ class Host:
         return self._seq
 
     def _send(self, line):
+        # Blocking: _readline leaves a short timeout behind, and a loaded host may not read yet.
+        self.sock.settimeout(None)
         self.sock.sendall(line.encode() + b"\n")
 
     def _readline(self, deadline):
