@@ -9,6 +9,7 @@
 #define G_LOG_DOMAIN "softaff-policy"
 
 #include "sa-error.h"
+#include "sa-policy-rules.h"
 #include "sa-policy.h"
 
 #include <string.h>
@@ -246,7 +247,8 @@ static bool memory_fits(const SaTopology *topo, const SaPolicyVm *vm, guint from
 }
 
 /* Whether to may take the VM: under-used for a window, not cooling down, allowed, and after the
- * move within its capacity (not over-committed, and not merely the new over-committed one). */
+ * move within its capacity and the noise margin (not over-committed, and not merely the new
+ * over-committed one). */
 static bool target_fits(const SaRebalanceConfig *cfg, const SaRebalanceState *st,
                         const SaTopology *topo, const Move *m, const SaPolicyVm *vm, gint64 now)
 {
@@ -256,7 +258,9 @@ static bool target_fits(const SaRebalanceConfig *cfg, const SaRebalanceState *st
         return false;
     if (vm->allowed && !sa_cpuset_intersects(part->cpus, vm->allowed))
         return false;
-    return to->load + m->demand <= to->capacity && memory_fits(topo, vm, m->from_idx, m->to_idx);
+    /* The margin: measured noise (the host's own threads) must not veto a move that fits. */
+    return to->load + m->demand <= to->capacity + sa_policy_margin(to->capacity) &&
+           memory_fits(topo, vm, m->from_idx, m->to_idx);
 }
 
 /* The least loaded target after the move, ties nearer, then lower id (array order). */
@@ -313,8 +317,8 @@ static bool move_from(const SaRebalanceConfig *cfg, const SaRebalanceState *st,
         if (home_index(topo, vms[i]) != (int)from || !movable(st, vms[i], now))
             continue;
         Move m = {.vm = i, .from_idx = from, .demand = vm_demand(vms[i])};
-        if (src->load - m.demand > src->capacity)
-            continue; /* would not fix the source */
+        if (src->load - m.demand > src->capacity + sa_policy_margin(src->capacity))
+            continue; /* would not fix the source (within the noise margin) */
         if (found && !cheaper(vms, i, out->vm))
             continue;
         if (!best_target(cfg, st, topo, vms[i], &m, now))

@@ -3,14 +3,16 @@
 
 Partitions 0 = CPU 0 and 1 = CPU 1 (layout=custom), tick 500 ms, mode strict (no bursts: the
 owners' demand is what the VMs ask of their home), rebalance window 60 s (the least allowed).
-Three guests of 1 vCPU, each running one spinning thread, all homed on partition 1:
-  A  preferred="auto", assigned 1 (the record of an earlier softaffd), 96 MiB
-  B  preferred="auto", assigned 1, 160 MiB
-  C  preferred="1" (the user's choice), 64 MiB: the cheapest, but never moved
-Partition 1's owners want 3 CPUs of 1 while partition 0's want none. After the window A, the
-cheapest VM whose home softaff may move, gets home 0: its vCPU goes to CPU 0, the log gives the
-reason, and its metadata records assigned 0. Then partition 0's owners want 1 CPU (no longer
-under-used): no other move follows, for another window (no oscillation), and C never moves."""
+Three guests of 1 vCPU, all homed on partition 1:
+  A  preferred="auto", assigned 1 (the record of an earlier softaffd), 192 MiB, one spinning
+     thread
+  B  preferred="auto", assigned 1, 128 MiB, idle: cheaper than A, but moving it fixes nothing
+  C  preferred="1" (the user's choice), 96 MiB, one spinning thread: the cheapest, never moved
+Partition 1's owners want 2 CPUs of 1 while partition 0's want none. After the window A, the
+cheapest VM whose move fixes the imbalance and whose home softaff may move, gets home 0: its
+vCPU goes to CPU 0, the log gives the reason, and its metadata records assigned 0. Then both
+partitions' owners want 1 CPU: no other move follows for another window (no oscillation), and
+B and C never move."""
 
 import os
 import re
@@ -32,11 +34,11 @@ def main():
                                extra={"policy": {"rebalance": "auto",
                                                  "rebalance_window_ms": WINDOW_MS,
                                                  "rebalance_max_moves_per_hour": 2}})
-    a = T.Guest("A", vcpus=1, memory_mib=96,
+    a = T.Guest("A", vcpus=1, memory_mib=192,
                 metadata=T.softaff_metadata(preferred="auto", mode="strict", assigned=1))
-    b = T.Guest("B", vcpus=1, memory_mib=160,
+    b = T.Guest("B", vcpus=1, memory_mib=128,
                 metadata=T.softaff_metadata(preferred="auto", mode="strict", assigned=1))
-    c = T.Guest("C", vcpus=1, memory_mib=64,
+    c = T.Guest("C", vcpus=1, memory_mib=96,
                 metadata=T.softaff_metadata(preferred=1, mode="strict"))
     guests = (a, b, c)
     for g in guests:
@@ -48,9 +50,10 @@ def main():
     daemon.start()
     for g in guests:
         g.wait_affinity({1}, 10)
-        g.set_load(1)
+    a.set_load(1)
+    c.set_load(1)
     t0 = time.monotonic()
-    T.log("A, B, C at home on CPU 1, each spinning one thread")
+    T.log("A, B, C at home on CPU 1; A and C spinning one thread each")
 
     # Until the window has passed, nobody moves; then A goes to CPU 0.
     while time.monotonic() - t0 < WINDOW_MS / 1000.0 - 5:
