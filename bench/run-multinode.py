@@ -229,7 +229,7 @@ def move_stats(recs, rate, to_node, t_set, t_done, lines):
         "tick_cpu_ms_max": max((x[2] for x in ticks), default=None),
         "ticks": ticks[-1][1] - ticks[0][1] if ticks else 0,
         "ticks_due": span * 1000 / tm.INTERVAL_MS, "ticks_span_s": span,
-        "migrate_pages_fallback": any("finds none" in x for x in lines),
+        "migrate_pages_fallback": any("could not see" in x or "finds none" in x for x in lines),
         "log": lines,
         "series": [[t, b / tot if tot else 0] for t, b, tot in on_new],
     }
@@ -243,7 +243,7 @@ def softaffd_part(r, rates):
         r.create(n)
     got = r.wait_status("A and B at home, memory measured", tm.homes(r), 240)
     r.track("A", "A")
-    first = [x for x in r.softaffd_log().splitlines() if "finds none" in x]
+    first = [x for x in r.softaffd_log().splitlines() if "could not see" in x or "finds none" in x]
     moves, home = [], got["A"]
     plan = list(rates) + [rates[0]]  # the first move may take the migrate_pages path
     for rate in plan:
