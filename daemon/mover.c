@@ -30,6 +30,7 @@ typedef struct {
     gint64 job_started_us;
     bool unseen_said; /* the migrate_pages fallback was logged */
     bool away;        /* bursting: no move starts (sa_mover_set_away) */
+    bool after_job;   /* the next reading is the one right after a move: it starts none */
     /* readings */
     gint64 next_measure_us; /* 0: now */
     bool report;            /* log the next reading (first one, after a move) */
@@ -263,12 +264,16 @@ static void log_reading(const MoverVm *v)
 
 /* A reading at home that finds memory strayed from it (first touched on a visited node while
  * bursting, put elsewhere by the kernel): a move of the rest starts, said in the log. Not
- * while bursting, during a move, or after one stopped at a full node. */
+ * while bursting, during a move, after one stopped at a full node, nor in the reading right
+ * after a move (what it could not move waits for the next reading, 30 s on: no busy loop). */
 static void rehome(MoverVm *v)
 {
     const SaMemoryStatus *s = &v->st;
     guint64 off = s->resident_bytes - MIN(s->home_bytes, s->resident_bytes);
-    if (!v->follow || v->away || v->job || s->node_full || off < SA_MOVER_CHUNK_BYTES ||
+    bool after_job = v->after_job;
+    v->after_job = false;
+    if (after_job || !v->follow || v->away || v->job || s->node_full ||
+        off < SA_MOVER_CHUNK_BYTES ||
         (double)s->home_bytes >= SA_MOVER_REHOME_RATIO * (double)s->resident_bytes)
         return;
     g_info("%s: %.0f MiB of its memory away from home node %d: moving it home", v->name, off / MIB,
@@ -329,6 +334,7 @@ static void finish_job(MoverVm *v, gint64 now_us)
     end_job(v);
     v->next_measure_us = 0;
     v->report = true;
+    v->after_job = true;
 }
 
 /* The job's first step: where the pages are, and what is elsewhere. */
@@ -356,8 +362,9 @@ static void plan_job(SaMover *m, MoverVm *v, guint64 generation, gint64 now_us)
     v->st.move_total_bytes = v->st.resident_bytes - v->st.home_bytes;
     if (v->st.move_total_bytes == 0) {
         finish_job(v, now_us);
-        /* Nothing to move: the reading just taken holds. */
+        /* Nothing to move: the reading just taken holds, and the next one is a periodic one. */
         v->report = false;
+        v->after_job = false;
         v->next_measure_us = now_us + SA_MOVER_MEASURE_US;
         return;
     }

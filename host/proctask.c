@@ -28,10 +28,14 @@ int sa_thread_get_affinity(pid_t tid, SaCpuSet **out)
     cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
     int err = sched_getaffinity(tid, size, bits) == 0 ? 0 : errno;
     if (err == 0) {
+        int left = CPU_COUNT_S(size, bits);
         *out = sa_cpuset_new();
-        for (guint c = 0; c < SA_CPUSET_MAX; c++)
-            if (CPU_ISSET_S(c, size, bits))
+        for (guint c = 0; left > 0 && c < SA_CPUSET_MAX; c++) {
+            if (CPU_ISSET_S(c, size, bits)) {
                 sa_cpuset_add(*out, c);
+                left--;
+            }
+        }
     }
     CPU_FREE(bits);
     return err;

@@ -151,39 +151,6 @@ bool qmp_process_alive(pid_t pid)
     return state != 0 && state != 'Z' && state != 'X';
 }
 
-/* 0 or an errno. */
-static int get_affinity(pid_t tid, SaCpuSet **out)
-{
-    size_t size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
-    cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
-    int err = sched_getaffinity(tid, size, bits) == 0 ? 0 : errno;
-    if (err == 0) {
-        int left = CPU_COUNT_S(size, bits);
-        *out = sa_cpuset_new();
-        for (guint c = 0; left > 0 && c < SA_CPUSET_MAX; c++) {
-            if (CPU_ISSET_S(c, size, bits)) {
-                sa_cpuset_add(*out, c);
-                left--;
-            }
-        }
-    }
-    CPU_FREE(bits);
-    return err;
-}
-
-/* 0 or an errno. */
-static int set_affinity(pid_t tid, const SaCpuSet *set)
-{
-    size_t size = CPU_ALLOC_SIZE(SA_CPUSET_MAX);
-    cpu_set_t *bits = CPU_ALLOC(SA_CPUSET_MAX);
-    CPU_ZERO_S(size, bits);
-    for (int c = sa_cpuset_next(set, -1); c >= 0 && c < SA_CPUSET_MAX; c = sa_cpuset_next(set, c))
-        CPU_SET_S((size_t)c, size, bits);
-    int err = sched_setaffinity(tid, size, bits) == 0 ? 0 : errno;
-    CPU_FREE(bits);
-    return err;
-}
-
 static void set_gone(GError **error, pid_t pid)
 {
     g_set_error(error, SA_ERROR, SA_ERROR_GONE, "QEMU process %d exited", (int)pid);
@@ -216,7 +183,7 @@ static void set_thread_error(GError **error, pid_t pid, pid_t tid, const SaCpuSe
 SaCpuSet *qmp_thread_affinity(pid_t pid, pid_t tid, GError **error)
 {
     SaCpuSet *set = NULL;
-    int err = get_affinity(tid, &set);
+    int err = sa_thread_get_affinity(tid, &set);
     if (err != 0)
         set_thread_error(error, pid, tid, NULL, err);
     return set;
@@ -253,7 +220,7 @@ static void remember(QmpVm *vm, pid_t tid, const SaCpuSet *cur)
 static bool pin_thread(QmpVm *vm, pid_t tid, const SaCpuSet *want, bool record, GError **error)
 {
     g_autoptr(SaCpuSet) cur = NULL;
-    int err = get_affinity(tid, &cur);
+    int err = sa_thread_get_affinity(tid, &cur);
     if (err != 0) {
         set_thread_error(error, vm->pid, tid, NULL, err);
         return false;
@@ -267,7 +234,7 @@ static bool pin_thread(QmpVm *vm, pid_t tid, const SaCpuSet *want, bool record, 
     /* Again right before the write: the file write above takes time. */
     if (!is_task(vm, tid, error))
         return false;
-    err = set_affinity(tid, want);
+    err = sa_thread_set_affinity(tid, want);
     if (err != 0) {
         set_thread_error(error, vm->pid, tid, want, err);
         return false;
@@ -399,7 +366,7 @@ static void remember_all(QmpVm *vm, const SaCommand *cmd, const GArray *vcpu_tid
         const SaCpuSet *want = fallback_for(cmd, vcpu_tids, tid);
         g_autoptr(SaCpuSet) cur = NULL;
         if (!want || g_hash_table_contains(vm->original, GINT_TO_POINTER(tid)) ||
-            get_affinity(tid, &cur) != 0 || sa_cpuset_equal(cur, want))
+            sa_thread_get_affinity(tid, &cur) != 0 || sa_cpuset_equal(cur, want))
             continue;
         g_hash_table_insert(vm->original, GINT_TO_POINTER(tid), g_steal_pointer(&cur));
         added = true;

@@ -893,6 +893,7 @@ typedef struct {
     guint reads, queries, moves, migrations;
     bool blind;        /* move_pages finds no page mapped (-EFAULT), migrate_pages moves */
     guint blind_below; /* ... or only the pages below this index */
+    bool stuck;        /* migrate_pages moves nothing either */
     bool lazy_status;  /* move_pages moves but writes no status (as with a partial move) */
     gulong max_pages;  /* most pages in one query or move call */
     GString *calls;    /* "move 512->1;" per move call */
@@ -977,7 +978,7 @@ static long fm_migrate_all(gpointer data, pid_t pid, int node, GError **error)
     FakeMem *fm = data;
     g_assert_cmpint(pid, ==, fm->pid);
     fm->migrations++;
-    for (guint i = 0; i < fm->n; i++)
+    for (guint i = 0; i < fm->n && !fm->stuck; i++)
         fm->node[i] = node;
     return 0;
 }
@@ -1138,6 +1139,21 @@ static void test_mover_unseen(void)
     g_assert_cmpuint(fm->migrations, ==, 2);
     g_assert_cmpuint(fm_count(fm, 0), ==, 2048);
     g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see"), ==, 1);
+    sa_mover_free(m);
+}
+
+/* Pages nothing can move: one try per move, then one per reading (30 s), never a busy loop. */
+static void test_mover_stuck(void)
+{
+    g_autoptr(FakeMem) fm = fm_new(4242, 2048, 0);
+    fm->blind = fm->stuck = true;
+    SaMover *m = sa_mover_new(&fm_ops, fm, 65536, false);
+    sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
+    drain(m, 1);
+    g_assert_cmpuint(fm->migrations, ==, 1);
+    drain(m, 1 + SA_MOVER_MEASURE_US);
+    g_assert_cmpuint(fm->migrations, ==, 2);
+    g_assert_cmpuint(fm_count(fm, 0), ==, 2048);
     sa_mover_free(m);
 }
 
@@ -1463,6 +1479,7 @@ int main(int argc, char **argv)
     g_test_add_func("/mover/status-unwritten", test_mover_status_unwritten);
     g_test_add_func("/mover/unseen", test_mover_unseen);
     g_test_add_func("/mover/half-unseen", test_mover_half_unseen);
+    g_test_add_func("/mover/stuck", test_mover_stuck);
     g_test_add_func("/mover/rehome", test_mover_rehome);
     g_test_add_func("/mover/cancel", test_mover_cancel);
     g_test_add_func("/mover/node-full", test_mover_node_full);

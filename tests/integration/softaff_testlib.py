@@ -411,6 +411,44 @@ def format_utilization(util):
     return ", ".join("cpu%d %.0f%%" % (c, 100 * u) for c, u in sorted(util.items()))
 
 
+def other_daemons(mine=None):
+    """PIDs of softaffd processes other than mine (a Daemon). Another softaffd on the host
+    manages these guests too (they carry softaff metadata) and restores their pins when it
+    stops, which this test's daemon then takes for a pin by the user."""
+    own = mine.proc.pid if mine is not None and mine.proc is not None else None
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == own:
+            continue
+        try:
+            with open("/proc/%s/comm" % d) as f:
+                if f.read().strip() == "softaffd":
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def wait_alone(timeout=300):
+    """Wait until no other softaffd runs on this host; skip after timeout."""
+    t0 = time.monotonic()
+    while other_daemons():
+        if time.monotonic() - t0 > timeout:
+            skip("another softaffd has been running for %ds (%s): it would manage these "
+                 "guests too" % (timeout, other_daemons()))
+        time.sleep(2)
+    if time.monotonic() - t0 > 1:
+        log("waited %.0fs for other softaffd processes to exit" % (time.monotonic() - t0))
+
+
+def assert_alone(daemon, what):
+    """Skip (like a busy host) when another softaffd runs now: its pins would be its own."""
+    others = other_daemons(daemon)
+    if others:
+        skip("another softaffd (pids %s) ran during %s: it manages these guests too and "
+             "restores their pins when it exits; run this test alone" % (others, what))
+
+
 def wait_host_quiet(max_busy=None, timeout=None):
     """Wait until no host CPU is busier than max_busy (default 0.3, env SOFTAFF_QUIET_MAX)
     over a 1 s sample, for up to timeout s (default 90, env SOFTAFF_QUIET_TIMEOUT).

@@ -30,39 +30,6 @@ ROUNDS = 3
 MAX_HOLDOFF_MS = 4000  # the back-off after a forced retreat: rounds stay short
 
 
-def other_daemons(mine=None):
-    """PIDs of softaffd processes but mine: they would manage these guests too."""
-    own = mine.proc.pid if mine is not None and mine.proc is not None else None
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == own:
-            continue
-        try:
-            with open("/proc/%s/comm" % d) as f:
-                if f.read().strip() == "softaffd":
-                    pids.append(int(d))
-        except OSError:
-            pass
-    return pids
-
-
-def wait_alone(timeout=300):
-    t0 = time.monotonic()
-    while other_daemons():
-        if time.monotonic() - t0 > timeout:
-            T.skip("another softaffd has been running for %ds (%s): it would manage these "
-                   "guests too" % (timeout, other_daemons()))
-        time.sleep(2)
-
-
-def assert_alone(daemon, what):
-    """Skip (like a busy host) when another softaffd runs now: it manages these guests too
-    (they carry softaff metadata) and takes this daemon's pins for the user's."""
-    others = other_daemons(daemon)
-    if others:
-        T.skip("another softaffd (pids %s) ran during %s: run this test alone" % (others, what))
-
-
 def cpuset_file(pid, tid):
     """The cpuset.cpus of the thread's cgroup (v1 cpuset hierarchy, else v2), None if none."""
     try:
@@ -132,7 +99,7 @@ def decision_delay(daemon, log_mark, name, wall):
 def start():
     if not {0, 1} <= T.host_cpus():
         T.skip("the scenario needs host CPUs 0 and 1")
-    wait_alone()
+    T.wait_alone()
     T.wait_host_quiet()
     cfg, sock = T.write_config(interval_ms=int(INTERVAL * 1000), layout="custom", custom="0;1",
                                softness=50, manage="explicit",
@@ -180,7 +147,7 @@ def assert_vcpupin(g, cpus):
 
 def one_round(a, b, daemon, n):
     """Burst, B's load step, retreat; returns (ms to the kernel's view, ms to libvirt's)."""
-    assert_alone(daemon, "round %d" % n)
+    T.assert_alone(daemon, "round %d" % n)
     burst(a)
     pid, tids = a.pid(), list(a.vcpu_tids().values())
     cpusets = [p for p in (cpuset_file(pid, t) for t in tids) if p]
@@ -195,7 +162,7 @@ def one_round(a, b, daemon, n):
     poller.join(15)
     poller.stop = True
     daemon.check_alive()
-    assert_alone(daemon, "round %d" % n)
+    T.assert_alone(daemon, "round %d" % n)
     assert poller.t_kernel is not None, \
         "A did not leave CPU 0 within 15 s of B's load: %s" % a.affinity_text()
     kernel = (poller.t_kernel - t_ack) * 1e3

@@ -29,50 +29,12 @@ STAY = 3.0
 BURST_ATTEMPTS = 5  # seconds A must stay home while B is busy
 
 
-def other_daemons(mine=None):
-    """PIDs of softaffd processes other than `mine` (a Daemon). Another test's softaffd manages
-    these guests too (they carry softaff metadata) and restores them to their allowed set when
-    it stops, which this daemon then takes for a pin by the user."""
-    own = mine.proc.pid if mine is not None and mine.proc is not None else None
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == own:
-            continue
-        try:
-            with open("/proc/%s/comm" % d) as f:
-                if f.read().strip() == "softaffd":
-                    pids.append(int(d))
-        except OSError:
-            pass
-    return pids
-
-
-def wait_alone(timeout=300):
-    """Wait until no other softaffd runs on this host (other tests on a shared host)."""
-    t0 = time.monotonic()
-    while other_daemons():
-        if time.monotonic() - t0 > timeout:
-            T.skip("another softaffd has been running for %ds (%s): it would manage these "
-                   "guests too" % (timeout, other_daemons()))
-        time.sleep(2)
-    if time.monotonic() - t0 > 1:
-        T.log("waited %.0fs for other softaffd processes to exit" % (time.monotonic() - t0))
-
-
-def assert_alone(daemon, what):
-    """Skip (like a busy host) when another softaffd runs now: the rounds would be its too."""
-    others = other_daemons(daemon)
-    if others:
-        T.skip("another softaffd (pids %s) ran during %s: it manages these guests too and "
-               "restores their pins when it exits; run this test alone" % (others, what))
-
-
 def start():
     """softaffd on layout 0;1 and guests A (home 1, 2 vCPUs), B (home 0, 1 vCPU), idle at home.
     Returns (a, b, daemon)."""
     if not {0, 1} <= T.host_cpus():
         T.skip("the scenario needs host CPUs 0 and 1")
-    wait_alone()
+    T.wait_alone()
     T.wait_host_quiet()
     cfg, sock = T.write_config(interval_ms=int(INTERVAL * 1000), layout="custom", custom="0;1",
                                softness=50, manage="explicit",
@@ -161,10 +123,10 @@ def main():
     results = []
     with T.AffinityWatcher([a, b]) as watch:
         for n in range(1, ROUNDS + 1):
-            assert_alone(daemon, "the start or round %d" % (n - 1))
+            T.assert_alone(daemon, "the start or round %d" % (n - 1))
             results.append(one_round(a, b, n))
             daemon.check_alive()
-        assert_alone(daemon, "round %d" % ROUNDS)
+        T.assert_alone(daemon, "round %d" % ROUNDS)
     moved_b = [c for c in watch.changes if c[1] == "B"]
     assert not moved_b, "B's vCPU moved: %s" % moved_b
     changes_a = len([c for c in watch.changes if c[1] == "A"])
