@@ -287,9 +287,12 @@ def check_rate_and_ticks(r, t_set, t_end):
 
 
 def check_numatune(r):
-    doc = r.status()
-    c = r.vm(doc, "C")
-    mem = c.get("memory") or {}
+    # The memory object appears with the mover's first reading, a moment after the home.
+    c = r.wait_status("C at home, its memory read",
+                      lambda d: (lambda v: v if v.get("home") is not None and
+                                 (v.get("memory") or {}).get("home_ratio") is not None
+                                 else None)(r.vm(d, "C")), 60)
+    mem = c["memory"]
     expect(mem.get("follows_home") is False, "C (<numatune>): status says its memory stays (%s)"
            % mem.get("fixed_reason"))
     before = r.node_bytes("C")
