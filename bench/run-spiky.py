@@ -4,8 +4,8 @@
     SOFTAFF_BUILD_DIR=build python3 bench/run-spiky.py [--rounds 2] [--quick] [--out DIR]
         [--patterns 300/2700,100/900,400/400] [--duration 16] [--sensing both|proc|auto]
 
-Two TCG guests of 2 vCPUs, layout custom "0;1": A (home CPU 1) and B (home CPU 0), running the
-load generator of tests/guest/load.c. Per configuration (the order rotates each round):
+Two TCG guests of 2 vCPUs, layout custom "0;1": A (home CPU 1) and B (home CPU 0, softness 0:
+the owner, never a visitor), running the load generator of tests/guest/load.c. Per configuration (the order rotates each round):
 
   none, hard                       no daemon; vCPUs and emulator on CPUs 0-1 / on the home CPU
   softaff[-S]-proc, softaff[-S]-bpf  softaffd at softness S (0, 50 = the default, 100) with
@@ -243,8 +243,9 @@ class Bench:
         path = os.path.join(T.workdir(), "softaff-%s.conf" % cfg["name"])
         conf, sock = T.write_config(path=path, interval_ms=TICK_MS, softness=cfg["softness"],
                                     manage="explicit", extra=extra)
-        d = T.Daemon(conf, socket_path=sock, log_path=os.path.join(
-            self.args.out, "softaffd-%s-r%d.log" % (cfg["name"], rnd + 1)))
+        log = os.path.join(self.args.out, "softaffd-%s-r%d.log" % (cfg["name"], rnd + 1))
+        d = T.Daemon(conf, socket_path=sock, log_path=log,
+                     args=["--verbose"] if self.args.verbose else None)
         d.start(wait_socket=True)
         time.sleep(4 * TICK_MS / 1000.0)  # the first decisions and pins
         d.check_alive()
@@ -390,7 +391,10 @@ class Bench:
         T.log("configurations: %s; estimated total %.0f min" % (
             ", ".join(c["name"] for c in configs), self.estimate(configs) / 60.0))
         self.a = T.Guest("spiky-A", vcpus=2, metadata=T.softaff_metadata(preferred=1))
-        self.b = T.Guest("spiky-B", vcpus=2, metadata=T.softaff_metadata(preferred=0))
+        # B is the owner, never a visitor (softness 0): at the default softness B's own spikes
+        # earn it a door onto A's idle CPU, and B's load steps then ran there, leaving A
+        # nothing to retreat from.
+        self.b = T.Guest("spiky-B", vcpus=2, metadata=T.softaff_metadata(preferred=0, softness=0))
         self.a.key, self.b.key = "A", "B"
         for g in (self.a, self.b):
             g.cur = 0
@@ -609,6 +613,8 @@ def parse_args():
     p.add_argument("--sensing", choices=("both", "proc", "auto"), default="both")
     p.add_argument("--configs", default="", help="comma-separated subset of the names")
     p.add_argument("--quiet-timeout", type=float, default=120.0)
+    p.add_argument("--verbose", action="store_true",
+                   help="softaffd --verbose: its logs in DIR show every event and narrowing")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 1 round, 5 s patterns, 1 step per case, short gaps")
     p.add_argument("--out", default=os.path.join(os.getcwd(), "bench-spiky-results"))

@@ -173,6 +173,8 @@ struct SaCore {
     gint64 event_gap_us;    /* least time from a tick to an event tick (SA_EVENT_TICK_MIN_US..) */
     GHashTable *owner_tids; /* vCPU thread ids of the VMs homed where visitors may run: their
                                waits tick at the shortest gap (a tenant, not host noise) */
+    gint64 owners_event_us; /* when the owners' last sign reset the gap (at most one a tick) */
+    bool event_followup;    /* that sign's tick is followed by one more at the shortest gap */
 };
 
 /* At most one event-driven tick per this long after any tick. */

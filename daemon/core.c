@@ -1,6 +1,6 @@
 /* softaffd — the core's life: creation, reload, freeing; and event sensing: the BPF sensor
  * (host/sa-sense.h) watches the partitions whose door is open to visitors and, when their
- * owners wait, runs a tick at once instead of at the next interval. */
+ * owners wait or start running, runs a tick at once instead of at the next interval. */
 #define G_LOG_DOMAIN "softaffd"
 
 #include <glib-unix.h>
@@ -109,14 +109,26 @@ const char *sa_core_sensing_mode(const SaCore *core)
     return core->sense ? "bpf" : "proc";
 }
 
+static gboolean event_tick_cb(gpointer data);
+
+/* An extra tick. One that acts resets the gap, one that changes nothing doubles it; except the
+ * tick answering the owners' first sign, when most of its interval is from before that sign:
+ * it saw little of their load, so one more tick follows at the shortest gap. */
 static void event_tick(SaCore *core)
 {
-    bool acted = false;
+    gint64 before = core->last_sample_us, sign = core->owners_event_us;
+    bool acted = false, followup = core->event_followup;
 
+    core->event_followup = false;
     core->event_ticks++;
     sa_core_tick(core);
     for (guint i = 0; i < core->tick_pvms->len; i++)
         acted |= ((const SaPolicyVm *)g_ptr_array_index(core->tick_pvms, i))->changed;
+    if (!acted && followup && (core->last_sample_us - sign) * 2 < core->last_sample_us - before) {
+        core->event_gap_us = SA_EVENT_TICK_MIN_US;
+        core->event_tick_timer = g_timeout_add(SA_EVENT_TICK_MIN_US / 1000, event_tick_cb, core);
+        return;
+    }
     core->event_gap_us =
         acted ? SA_EVENT_TICK_MIN_US
               : MIN(MAX(core->event_gap_us, SA_EVENT_TICK_MIN_US) * 2, SA_EVENT_TICK_MAX_GAP_US);
@@ -131,7 +143,7 @@ static gboolean event_tick_cb(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* An owner waits: tick now, or once the event gap (SA_EVENT_TICK_MIN_US, more after event ticks
+/* An event: tick now, or once the event gap (SA_EVENT_TICK_MIN_US, more after event ticks
  * that changed nothing) has passed since the last tick (the regular timer keeps its schedule;
  * a tick in between answers the event). */
 static void schedule_event_tick(SaCore *core)
@@ -149,21 +161,36 @@ static void schedule_event_tick(SaCore *core)
         g_timeout_add((guint)((gap - since + 999) / 1000), event_tick_cb, core);
 }
 
+/* The owners' sign: a vCPU of a VM homed on a watched CPU waited there, or started running
+ * (the sensor only reports that of vCPUs at home); host threads that only wait do not count. */
+static bool owners_sign(const SaCore *core, const SaSenseEvent *ev)
+{
+    return ev->ran || (core->owner_tids &&
+                       g_hash_table_contains(core->owner_tids, GINT_TO_POINTER((int)ev->tid)));
+}
+
 static gboolean on_sense_events(gint fd, GIOCondition condition, gpointer data)
 {
     SaCore *core = data;
     SaSenseEvent ev[SENSE_DRAIN_MAX];
     guint n = sa_sense_drain(core->sense, ev, G_N_ELEMENTS(ev));
+    gint64 now = g_get_monotonic_time();
+    bool sign = false;
 
     if (n == 0)
         return G_SOURCE_CONTINUE;
     core->sense_events += n;
     for (guint i = 0; i < n; i++)
-        if (core->owner_tids &&
-            g_hash_table_contains(core->owner_tids, GINT_TO_POINTER((int)ev[i].tid)))
-            core->event_gap_us = SA_EVENT_TICK_MIN_US;
-    g_debug("sensing: CPU %d: thread %d waited %.2f ms in the window%s", ev[0].cpu, (int)ev[0].tid,
-            ev[0].wait_ns / 1e6, n > 1 ? " (and more)" : "");
+        sign |= owners_sign(core, &ev[i]);
+    /* The first sign in a tick interval ticks at the shortest gap (and once more after it);
+     * signs that come on like a clock within one interval double the gap like any event. */
+    if (sign && now - core->owners_event_us >= (gint64)core->cfg->interval_ms * 1000) {
+        core->owners_event_us = now;
+        core->event_gap_us = SA_EVENT_TICK_MIN_US;
+        core->event_followup = true;
+    }
+    g_debug("sensing: CPU %d: thread %d %s %.2f ms in the window%s", ev[0].cpu, (int)ev[0].tid,
+            ev[0].ran ? "ran" : "waited", ev[0].wait_ns / 1e6, n > 1 ? " (and more)" : "");
     schedule_event_tick(core);
     return G_SOURCE_CONTINUE;
 }
@@ -216,7 +243,8 @@ bool sa_core_start_sensing(SaCore *core, GError **error)
     if (core->sense) {
         core->sense_source =
             g_unix_fd_add(sa_sense_fd(core->sense), G_IO_IN, on_sense_events, core);
-        g_info("sensing: BPF events (a wait over %u us in %u us wakes a tick): %s",
+        g_info("sensing: BPF events (a wait, or a start of running, over %u us in %u us wakes a "
+               "tick): %s",
                cfg->sensing_threshold_us, cfg->sensing_window_us, core->sensing_reason);
     } else {
         g_info("sensing: /proc on the tick alone: %s", core->sensing_reason);
@@ -268,41 +296,75 @@ static void owners_of(const SaCore *core, const SaCpuSet *watch, GHashTable *tid
     }
 }
 
+/* Each CPU's partition index (-1 none), sized to the highest CPU + 1 in *n. */
+static int *cpu_places(const SaCore *core, guint *n)
+{
+    guint max = 0;
+    int *place;
+
+    for (guint i = 0; i < core->topo->partitions->len; i++) {
+        const SaPartition *p = g_ptr_array_index(core->topo->partitions, i);
+        int last = sa_cpuset_last(p->cpus);
+
+        if (last >= 0)
+            max = MAX(max, (guint)last + 1);
+    }
+    place = g_new(int, MAX(max, 1));
+    for (guint c = 0; c < max; c++)
+        place[c] = -1;
+    for (guint i = 0; i < core->topo->partitions->len; i++) {
+        const SaPartition *p = g_ptr_array_index(core->topo->partitions, i);
+
+        for (int c = sa_cpuset_next(p->cpus, -1); c >= 0; c = sa_cpuset_next(p->cpus, c))
+            place[c] = (int)i;
+    }
+    *n = max;
+    return place;
+}
+
 void sa_core_sense_update(SaCore *core)
 {
     g_autoptr(SaCpuSet) watch = NULL;
     g_autoptr(GArray) ignore = NULL;
     g_autoptr(GError) error = NULL;
+    g_autofree int *place = NULL;
+    guint n_places = 0;
 
     if (!core->sense)
         return;
     watch = sa_cpuset_new();
-    ignore = g_array_new(FALSE, FALSE, sizeof(pid_t));
+    ignore = g_array_new(FALSE, FALSE, sizeof(SaSenseIgnore));
     /* softaffd's own waits: the extra ticks they cause are its own load, no owner's. */
-    pid_t self = getpid();
+    SaSenseIgnore self = {.id = getpid(), .home = -1};
     g_array_append_val(ignore, self);
     for (guint i = 0; i < core->tick_vms->len; i++) {
         const SaVm *vm = g_ptr_array_index(core->tick_vms, i);
         GPtrArray *threads = vm->sampling.threads;
+        int home = vm->pvm.st.home >= 0
+                       ? sa_topology_find_partition(core->topo, (guint)vm->pvm.st.home)
+                       : -1;
 
         if (!visits(core, vm, watch))
             continue;
-        /* The process: its emulator and I/O threads; the vCPU threads in case the id is stale. */
-        if (vm->facts && vm->facts->pid > 0)
-            g_array_append_val(ignore, vm->facts->pid);
+        /* The process: its emulator and I/O threads; the vCPU threads in case the id is stale.
+         * At home they are owners (another visitor's door may be open onto it). */
+        SaSenseIgnore proc = {.id = vm->facts ? vm->facts->pid : 0, .home = home};
+        if (proc.id > 0)
+            g_array_append_val(ignore, proc);
         for (guint t = 0; threads && t < threads->len; t++) {
             const SaThreadSampler *ts = g_ptr_array_index(threads, t);
-            pid_t tid = ts ? sa_thread_sampler_tid(ts) : 0;
+            SaSenseIgnore vcpu = {.id = ts ? sa_thread_sampler_tid(ts) : 0, .home = home};
 
-            if (tid > 0)
-                g_array_append_val(ignore, tid);
+            if (vcpu.id > 0)
+                g_array_append_val(ignore, vcpu);
         }
     }
     if (!core->owner_tids)
         core->owner_tids = g_hash_table_new(g_direct_hash, g_direct_equal);
     g_hash_table_remove_all(core->owner_tids);
     owners_of(core, watch, core->owner_tids);
-    if (!sa_sense_watch(core->sense, watch, (const pid_t *)(void *)ignore->data, ignore->len,
-                        &error))
+    place = cpu_places(core, &n_places);
+    if (!sa_sense_watch(core->sense, watch, place, n_places,
+                        (const SaSenseIgnore *)(void *)ignore->data, ignore->len, &error))
         g_warning_once("sensing: %s (said once)", error->message);
 }

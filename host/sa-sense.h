@@ -1,6 +1,6 @@
 /* softaff — event sensing: a BPF program on the scheduler's tracepoints that tells softaffd,
- * within milliseconds, that threads wait on CPUs it watches (partitions whose door is open to
- * visitors), and keeps every tracked thread's run and wait in one map.
+ * within milliseconds, that threads wait or start running on CPUs it watches (partitions whose
+ * door is open to visitors), and keeps every tracked thread's run and wait in one map.
  *
  * Where BPF cannot load (built without it, no BTF, no privilege, an old kernel) sa_sense_new()
  * fails with SA_ERROR_UNSUPPORTED naming why, and softaffd samples /proc on its tick alone.
@@ -18,12 +18,15 @@ G_BEGIN_DECLS
 typedef struct SaSense SaSense;
 
 /* One event: on watched CPU cpu, threads other than the ignored ones waited wait_ns in all
- * within the program's window, more than the threshold. */
+ * within the program's window, more than the threshold; or (ran) the tracked ones (vCPUs) not
+ * ignored ran that long in the window after one in which they ran less (they started running,
+ * perhaps alone: no wait). */
 typedef struct {
     int cpu;
-    pid_t tid;       /* the thread whose wait crossed the threshold */
-    guint64 wait_ns; /* the window's accumulated wait on that CPU */
+    pid_t tid;       /* the thread whose wait (or run) crossed the threshold */
+    guint64 wait_ns; /* the window's accumulated wait on that CPU (ran: its run) */
     guint64 when_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+    bool ran;
 } SaSenseEvent;
 
 /* Loads and attaches the program; NULL with *error (SA_ERROR_UNSUPPORTED for a host without
@@ -35,14 +38,22 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaSense, sa_sense_free)
 /* The ring buffer's fd: readable when events wait (a main-loop watch, then sa_sense_drain). */
 int sa_sense_fd(const SaSense *s);
 
-/* The CPUs whose waits are events (empty or NULL: none), and the threads whose own waits never
- * are (the visitors themselves; NULL: none): each id a thread's, or a process's for all of its
- * threads. Replaces the previous sets. */
-bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const pid_t *ignore, guint n_ignore,
-                    GError **error);
+/* A thread, or a process for all of its threads, whose waits and runs are no events on the
+ * watched CPUs outside its home: a visitor (at home it is one of the owners). */
+typedef struct {
+    pid_t id;
+    int home; /* a place of sa_sense_watch's cpu_place; -1: ignored everywhere */
+} SaSenseIgnore;
 
-/* A watched CPU's waits within window_us that add up to more than threshold_us make an event;
- * at most one event per CPU per window. Defaults: 2000 µs in 10000 µs. */
+/* The CPUs whose waits and starts of running are events (empty or NULL: none); cpu_place[cpu]
+ * (n_places entries; NULL: none) the place (partition) each CPU is in, -1 none; and the
+ * threads ignored outside their home place (NULL: none). Replaces the previous sets. */
+bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const int *cpu_place, guint n_places,
+                    const SaSenseIgnore *ignore, guint n_ignore, GError **error);
+
+/* A watched CPU's waits within window_us that add up to more than threshold_us make an event,
+ * and so does its tracked threads' run past threshold_us in a window after one that did not
+ * pass it; at most one event of each kind per CPU per window. Defaults: 2000 µs in 10000 µs. */
 void sa_sense_set_threshold(SaSense *s, guint threshold_us, guint window_us);
 
 /* Reads the waiting events into out (at most max), without blocking; returns how many. */

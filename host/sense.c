@@ -51,8 +51,8 @@ int sa_sense_fd(const SaSense *s)
     return -1;
 }
 
-bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const pid_t *ignore, guint n_ignore,
-                    GError **error)
+bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const int *cpu_place, guint n_places,
+                    const SaSenseIgnore *ignore, guint n_ignore, GError **error)
 {
     g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED, "built without BPF");
     return false;
@@ -104,7 +104,8 @@ struct SaSense {
     struct ring_buffer *rb;
     guint n_cpus;           /* entries of the cpus map */
     SaCpuSet *watched;      /* what the cpus map's watched flags say */
-    GHashTable *ignored;    /* tid -> tid, what the ignored map holds */
+    guint32 *place;         /* per CPU, the place the cpus map holds for a watched one */
+    GHashTable *ignored;    /* tid -> home place + 2 (0 is NULL), what the ignored map holds */
     SaSenseEvent *drain_to; /* sa_sense_drain's output while it consumes */
     guint drain_max, drained;
     SaSenseTimesFunc batch_fn; /* sa_sense_all_times' callback while it reads */
@@ -153,11 +154,14 @@ static int on_record(void *ctx, void *data, size_t size)
     SaSense *s = ctx;
     const struct sa_sense_record *r = data;
 
-    /* The rest are dropped: the daemon only needs to know that some CPU waited. */
+    /* The rest are dropped: the daemon only needs to know that some owner waited or ran. */
     if (size < sizeof(*r) || s->drained >= s->drain_max)
         return 0;
-    s->drain_to[s->drained++] = (SaSenseEvent){
-        .cpu = (int)r->cpu, .tid = (pid_t)r->tid, .wait_ns = r->wait_ns, .when_ns = r->when_ns};
+    s->drain_to[s->drained++] = (SaSenseEvent){.cpu = (int)r->cpu,
+                                               .tid = (pid_t)r->tid,
+                                               .wait_ns = r->wait_ns,
+                                               .when_ns = r->when_ns,
+                                               .ran = r->kind == SA_SENSE_RUN};
     return 0;
 }
 
@@ -172,6 +176,7 @@ static bool sense_load(SaSense *s, GError **error)
         return false;
     }
     s->n_cpus = n > 0 ? MIN((guint)n, SA_SENSE_MAX_CPUS) : SA_SENSE_MAX_CPUS;
+    s->place = g_new0(guint32, s->n_cpus);
     bpf_map__set_max_entries(s->skel->maps.cpus, s->n_cpus);
     bpf_map__set_max_entries(s->skel->maps.idle, s->n_cpus);
     err = sense_bpf__load(s->skel);
@@ -214,6 +219,7 @@ void sa_sense_free(SaSense *s)
     ring_buffer__free(s->rb);
     sense_bpf__destroy(s->skel);
     sa_cpuset_free(s->watched);
+    g_free(s->place);
     if (s->ignored)
         g_hash_table_destroy(s->ignored);
     g_free(s);
@@ -224,13 +230,19 @@ int sa_sense_fd(const SaSense *s)
     return ring_buffer__epoll_fd(s->rb);
 }
 
-/* A CPU entering or leaving the set starts a fresh window. */
-static bool watch_cpu(SaSense *s, guint cpu, bool on, GError **error)
+/* A CPU entering or leaving the set (or changing place) starts a fresh window, counted as
+ * busy: its past is not known, so a start of running is only one after a window seen quiet. */
+static bool watch_cpu(SaSense *s, guint cpu, bool on, guint32 place, GError **error)
 {
-    struct sa_sense_cpu c = {.watched = on};
+    struct timespec ts;
+    struct sa_sense_cpu c = {.watched = on, .busy = 1, .place = place};
     __u32 key = cpu;
-    int err = bpf_map__update_elem(s->skel->maps.cpus, &key, sizeof(key), &c, sizeof(c), BPF_ANY);
+    int err;
 
+    /* bpf_ktime_get_ns() is CLOCK_MONOTONIC */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c.window_start = (__u64)ts.tv_sec * 1000000000u + (__u64)ts.tv_nsec;
+    err = bpf_map__update_elem(s->skel->maps.cpus, &key, sizeof(key), &c, sizeof(c), BPF_ANY);
     if (err) {
         g_set_error(error, SA_ERROR, SA_ERROR_IO, "watching CPU %u: %s", cpu, g_strerror(-err));
         return false;
@@ -239,30 +251,40 @@ static bool watch_cpu(SaSense *s, guint cpu, bool on, GError **error)
         sa_cpuset_add(s->watched, cpu);
     else
         sa_cpuset_remove(s->watched, cpu);
+    s->place[cpu] = place;
     return true;
 }
 
-static bool watch_cpus(SaSense *s, const SaCpuSet *cpus, GError **error)
+static guint32 place_of(const int *cpu_place, guint n_places, guint cpu)
+{
+    return cpu_place && cpu < n_places && cpu_place[cpu] >= 0 ? (guint32)cpu_place[cpu]
+                                                              : SA_SENSE_NOWHERE;
+}
+
+static bool watch_cpus(SaSense *s, const SaCpuSet *cpus, const int *cpu_place, guint n_places,
+                       GError **error)
 {
     for (guint cpu = 0; cpu < s->n_cpus; cpu++) {
         bool on = cpus && sa_cpuset_has(cpus, cpu);
+        guint32 place = place_of(cpu_place, n_places, cpu);
 
-        if (on != sa_cpuset_has(s->watched, cpu) && !watch_cpu(s, cpu, on, error))
+        if ((on != sa_cpuset_has(s->watched, cpu) || (on && place != s->place[cpu])) &&
+            !watch_cpu(s, cpu, on, place, error))
             return false;
     }
     return true;
 }
 
-static bool ignore_tids(SaSense *s, const pid_t *ignore, guint n_ignore, GError **error)
+static bool ignore_tids(SaSense *s, const SaSenseIgnore *ignore, guint n_ignore, GError **error)
 {
     struct bpf_map *map = s->skel->maps.ignored;
     g_autoptr(GHashTable) want = g_hash_table_new(g_direct_hash, g_direct_equal);
     GHashTableIter it;
-    gpointer key;
-    __u8 one = 1;
+    gpointer key, value;
 
     for (guint i = 0; i < n_ignore; i++)
-        g_hash_table_add(want, GINT_TO_POINTER(ignore[i]));
+        g_hash_table_insert(want, GINT_TO_POINTER(ignore[i].id),
+                            GINT_TO_POINTER(MAX(ignore[i].home, -1) + 2));
     g_hash_table_iter_init(&it, s->ignored);
     while (g_hash_table_iter_next(&it, &key, NULL)) {
         __u32 tid = (__u32)GPOINTER_TO_INT(key);
@@ -273,28 +295,31 @@ static bool ignore_tids(SaSense *s, const pid_t *ignore, guint n_ignore, GError 
         }
     }
     g_hash_table_iter_init(&it, want);
-    while (g_hash_table_iter_next(&it, &key, NULL)) {
+    while (g_hash_table_iter_next(&it, &key, &value)) {
         __u32 tid = (__u32)GPOINTER_TO_INT(key);
+        int home = GPOINTER_TO_INT(value) - 2;
+        __u32 place = home >= 0 ? (__u32)home : SA_SENSE_NOWHERE;
         int err;
 
-        if (g_hash_table_contains(s->ignored, key))
+        if (g_hash_table_lookup(s->ignored, key) == value)
             continue;
-        err = bpf_map__update_elem(map, &tid, sizeof(tid), &one, sizeof(one), BPF_ANY);
+        err = bpf_map__update_elem(map, &tid, sizeof(tid), &place, sizeof(place), BPF_ANY);
         if (err) {
             g_set_error(error, SA_ERROR, SA_ERROR_IO, "ignoring thread %u: %s", tid,
                         g_strerror(-err));
             return false;
         }
-        g_hash_table_add(s->ignored, key);
+        g_hash_table_insert(s->ignored, key, value);
     }
     return true;
 }
 
-bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const pid_t *ignore, guint n_ignore,
-                    GError **error)
+bool sa_sense_watch(SaSense *s, const SaCpuSet *cpus, const int *cpu_place, guint n_places,
+                    const SaSenseIgnore *ignore, guint n_ignore, GError **error)
 {
     /* Ignored threads first, so a newly watched CPU never counts a visitor's wait. */
-    return ignore_tids(s, ignore, n_ignore, error) && watch_cpus(s, cpus, error);
+    return ignore_tids(s, ignore, n_ignore, error) &&
+           watch_cpus(s, cpus, cpu_place, n_places, error);
 }
 
 void sa_sense_set_threshold(SaSense *s, guint threshold_us, guint window_us)

@@ -17,6 +17,9 @@ G_BEGIN_DECLS
 /* An owner's background noise must not evict visitors: margin = max(0.25 CPU, 10%). */
 #define SA_POLICY_MARGIN_MIN_CPUS 0.25
 #define SA_POLICY_MARGIN_FRACTION 0.10
+/* The CPU time an idle owner's housekeeping takes at once (a timer, a flush; TCG guests take
+ * several ms for what KVM does in µs): over a 20-ms event tick, 10 ms reads as 0.5 CPU. */
+#define SA_POLICY_OWNER_NOISE_NS 10e6
 /* How long a VM below softness 100 stays eligible for doors after its last spike, the longest
  * run of using more than home gives that counts as a spike (longer ones are loads, for bursts),
  * and the softness-point step of door_idle_ms. */
@@ -247,11 +250,14 @@ static inline gint64 sa_policy_door_idle_ms(guint softness)
     return (gint64)(100 - MIN(softness, 100u)) * SA_POLICY_DOOR_IDLE_STEP_MS;
 }
 
-/* Whether a partition's owners are idle: their demand (owners, unmanaged, their wait) is within
- * the margin, the noise an idle owner makes. More closes a door at once. */
-static inline bool sa_policy_owners_idle(double owner_demand, double margin)
+/* Whether a partition's owners are idle over an interval of interval_ns: their demand (owners,
+ * unmanaged, their wait) is within the noise an idle owner makes, the margin or
+ * SA_POLICY_OWNER_NOISE_NS of CPU time, whichever is more (the second only matters in the short
+ * intervals of event ticks). More closes a door at once. */
+static inline bool sa_policy_owners_idle(double owner_demand, double margin, double interval_ns)
 {
-    return owner_demand <= margin;
+    double noise = interval_ns > 0 ? SA_POLICY_OWNER_NOISE_NS / interval_ns : 0;
+    return owner_demand <= MAX(margin, noise);
 }
 
 /* The start of the owners' idle run after one more interval [now − interval_ms, now]: kept

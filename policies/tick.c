@@ -692,7 +692,7 @@ static bool visit_gone(Tick *t, Decision *d, guint k, int *p)
     return true;
 }
 
-/* Doors close the tick their owners show load (more than the margin): not a forced retreat, no
+/* Doors close the tick their owners show load (more than their noise): not a forced retreat, no
  * back-off; the owners' idle time restarts, and that is the wait before the door reopens. */
 static void close_doors(Tick *t, Decision *d)
 {
@@ -703,7 +703,7 @@ static void close_doors(Tick *t, Decision *d)
     for (guint k = 0; k < visited->len;) {
         if (visit_gone(t, d, k, &p))
             continue;
-        if (sa_policy_owners_idle(t->owner_demand[p], t->margin[p])) {
+        if (sa_policy_owners_idle(t->owner_demand[p], t->margin[p], t->interval_ns)) {
             k++;
             continue;
         }
@@ -927,7 +927,8 @@ static void track_idle(const Tick *t, Decision *d)
         SaPartitionIdle *e = &g_array_index(idle, SaPartitionIdle, p);
         if (e->id != id)
             *e = (SaPartitionIdle){.id = id, .since = NEVER};
-        bool quiet = t->capacity[p] > 0 && sa_policy_owners_idle(t->owner_demand[p], t->margin[p]);
+        bool quiet = t->capacity[p] > 0 &&
+                     sa_policy_owners_idle(t->owner_demand[p], t->margin[p], t->interval_ns);
         e->since = sa_policy_idle_since(e->since, quiet, t->now, interval_ms);
     }
 }

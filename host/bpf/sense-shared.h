@@ -13,12 +13,17 @@ struct sa_sense_thread {
     __u32 pad;
 };
 
-/* One CPU's window; written only by that CPU's switches (and the watched flag by the daemon). */
+/* One CPU's window; written only by that CPU's scheduler events (and the watched flag by the
+ * daemon). */
 struct sa_sense_cpu {
     __u32 watched;
-    __u32 fired; /* this window already made its event */
+    __u32 fired; /* this window already made its wait event */
     __u64 window_start;
     __u64 wait_ns;
+    __u64 run_ns; /* the run of tracked threads not ignored, in this window */
+    __u32 busy;   /* their run passed the threshold in this window or in every one since it
+                     did (the run event is made when this is set) */
+    __u32 place;  /* the partition the CPU is in (SA_SENSE_NOWHERE: none given) */
 };
 
 /* One CPU's idle time: the total of its finished idle stretches and when the current one began
@@ -30,12 +35,21 @@ struct sa_sense_idle {
     __u32 pad;
 };
 
+#define SA_SENSE_WAIT 0 /* threads not ignored waited past the threshold in a window */
+#define SA_SENSE_RUN 1  /* they ran past it, after a window in which they did not */
+
 struct sa_sense_record {
     __u32 cpu;
     __u32 tid;
-    __u64 wait_ns;
+    __u64 wait_ns; /* SA_SENSE_WAIT: the window's wait; SA_SENSE_RUN: its run */
     __u64 when_ns;
+    __u32 kind;
+    __u32 pad;
 };
+
+/* An ignored thread's value in the ignored map is the place where it is not ignored (its
+ * home: there a visitor is an owner), or this for everywhere. */
+#define SA_SENSE_NOWHERE 0xffffffffu
 
 /* The maps' sizes: tracked threads (vCPUs), ignored threads, and runnable threads whose wait
  * is being timed. */

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* softaff — the scheduler-tracepoint program behind host/sense.c: per tracked thread run and
- * wait (runqueue delay) totals, and per watched CPU the wait of every thread not ignored,
- * summed over a window; the first window to pass the threshold sends one ring buffer record.
+ * wait (runqueue delay) totals, and per watched CPU the wait of every thread not ignored and the
+ * run of the tracked ones (vCPUs) not ignored, summed over a window. A window whose wait passes
+ * the threshold (the owners wait), or whose run passes it after a window whose run did not (the
+ * owners started running: a lone runner on an idle CPU never waits), sends one ring buffer
+ * record.
  *
  * The kernel types are the few fields used, declared here with preserve_access_index: libbpf
  * relocates them against the running kernel's BTF at load, so the build needs no vmlinux.h
@@ -50,7 +53,7 @@ struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, SA_SENSE_MAX_IGNORED);
     __type(key, __u32);
-    __type(value, __u8);
+    __type(value, __u32); /* the place where it counts after all, or SA_SENSE_NOWHERE */
 } ignored SEC(".maps");
 
 /* When each runnable thread of interest was queued; LRU so lost wakeups cannot fill it. */
@@ -98,15 +101,19 @@ static void enqueue(__u32 tid, __u32 cpu, __u64 now)
         bpf_map_update_elem(&queued, &tid, &now, BPF_ANY);
 }
 
+/* The CPU whose runqueue p is on (not always the one running the program). */
+static __u32 task_cpu(struct task_struct *p)
+{
+    if (bpf_core_field_exists(p->thread_info.cpu))
+        return BPF_CORE_READ(p, thread_info.cpu);
+    if (bpf_core_field_exists(p->cpu))
+        return BPF_CORE_READ(p, cpu);
+    return bpf_get_smp_processor_id();
+}
+
 static int on_wakeup(struct task_struct *p)
 {
-    __u32 cpu = bpf_get_smp_processor_id();
-
-    if (bpf_core_field_exists(p->thread_info.cpu))
-        cpu = BPF_CORE_READ(p, thread_info.cpu);
-    else if (bpf_core_field_exists(p->cpu))
-        cpu = BPF_CORE_READ(p, cpu);
-    enqueue(BPF_CORE_READ(p, pid), cpu, bpf_ktime_get_ns());
+    enqueue(BPF_CORE_READ(p, pid), task_cpu(p), bpf_ktime_get_ns());
     return 0;
 }
 
@@ -129,34 +136,66 @@ static bool still_runnable(struct task_struct *p)
     return BPF_CORE_READ((struct task_struct___old *)p, state) == 0;
 }
 
-/* Adds a wait to cpu's window; the window's first crossing of the threshold is an event. A
- * thread is ignored by its own id or its process's (a visitor's QEMU: its emulator and I/O
- * threads may run where its vCPUs do). */
-static void account(__u32 cpu, __u32 tid, __u32 tgid, __u64 wait, __u64 now)
+/* Whether the thread is ignored on a CPU of place: by its own id or its process's (a visitor's
+ * QEMU: its emulator and I/O threads may run where its vCPUs do), except at its home, where a
+ * visitor is one of the owners. */
+static bool ignored_at(__u32 tid, __u32 tgid, __u32 place)
+{
+    __u32 *home = bpf_map_lookup_elem(&ignored, &tid);
+
+    if (!home)
+        home = bpf_map_lookup_elem(&ignored, &tgid);
+    return home && (*home == SA_SENSE_NOWHERE || *home != place);
+}
+
+/* The watched CPU's window (a new one once window_ns has passed), or NULL: cpu not watched, or
+ * the thread ignored there. */
+static struct sa_sense_cpu *window(__u32 cpu, __u32 tid, __u32 tgid, __u64 now)
 {
     struct sa_sense_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
-    struct sa_sense_record *r;
 
-    if (!c || !c->watched || bpf_map_lookup_elem(&ignored, &tid) ||
-        bpf_map_lookup_elem(&ignored, &tgid))
-        return;
+    if (!c || !c->watched || ignored_at(tid, tgid, c->place))
+        return NULL;
     if (now - c->window_start >= window_ns) {
+        /* still busy only if that window ended just now: an idle CPU's windows are not kept */
+        if (now - c->window_start >= 2 * window_ns || c->run_ns <= threshold_ns)
+            c->busy = 0;
         c->window_start = now;
         c->wait_ns = 0;
+        c->run_ns = 0;
         c->fired = 0;
     }
-    c->wait_ns += wait;
-    if (c->fired || c->wait_ns <= threshold_ns)
-        return;
-    c->fired = 1;
+    return c;
+}
+
+static void fire(__u32 cpu, __u32 tid, __u32 kind, __u64 ns, __u64 now)
+{
+    struct sa_sense_record *r;
+
     r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
     if (!r)
         return;
     r->cpu = cpu;
     r->tid = tid;
-    r->wait_ns = c->wait_ns;
+    r->wait_ns = ns;
     r->when_ns = now;
+    r->kind = kind;
+    r->pad = 0;
     bpf_ringbuf_submit(r, 0);
+}
+
+/* Adds a wait to cpu's window; the window's first crossing of the threshold is an event. */
+static void account(__u32 cpu, __u32 tid, __u32 tgid, __u64 wait, __u64 now)
+{
+    struct sa_sense_cpu *c = window(cpu, tid, tgid, now);
+
+    if (!c)
+        return;
+    c->wait_ns += wait;
+    if (!c->fired && c->wait_ns > threshold_ns) {
+        c->fired = 1;
+        fire(cpu, tid, SA_SENSE_WAIT, c->wait_ns, now);
+    }
 }
 
 static void switch_out(struct task_struct *prev, __u32 cpu, __u64 now)
@@ -205,6 +244,34 @@ int BPF_PROG(sa_exit, struct task_struct *p)
     __u32 tid = BPF_CORE_READ(p, pid);
 
     bpf_map_delete_elem(&tracked, &tid);
+    return 0;
+}
+
+/* The scheduler's accounting of the running thread's time: on every tick (HZ) and switch, so
+ * a thread running alone is seen too. Only tracked threads count (the managed VMs' vCPUs; not
+ * ignored here: at home), so a kernel thread's or a daemon's few ms do not look like a tenant
+ * starting. Adds the run to its CPU's window; a window past the threshold after one that was
+ * not is an event (once: a CPU that stays busy says nothing more; its waits are events of their
+ * own). The kernel's third argument before 6.8 (vruntime) is not read. */
+SEC("tp_btf/sched_stat_runtime")
+int BPF_PROG(sa_runtime, struct task_struct *p, __u64 runtime)
+{
+    __u32 tid = BPF_CORE_READ(p, pid), cpu;
+    __u64 now;
+    struct sa_sense_cpu *c;
+
+    if (!tid || !bpf_map_lookup_elem(&tracked, &tid))
+        return 0;
+    cpu = task_cpu(p);
+    now = bpf_ktime_get_ns();
+    c = window(cpu, tid, BPF_CORE_READ(p, tgid), now);
+    if (!c)
+        return 0;
+    c->run_ns += runtime;
+    if (!c->busy && c->run_ns > threshold_ns) {
+        c->busy = 1;
+        fire(cpu, tid, SA_SENSE_RUN, c->run_ns, now);
+    }
     return 0;
 }
 

@@ -121,6 +121,7 @@ static void test_reload(void)
 
 typedef struct {
     int cpu;
+    atomic_int tid;
     atomic_bool stop;
     pthread_t thread;
 } Spinner;
@@ -133,6 +134,7 @@ static void *spin(void *data)
     CPU_ZERO(&set);
     CPU_SET(sp->cpu, &set);
     sched_setaffinity(0, sizeof(set), &set);
+    atomic_store(&sp->tid, (int)gettid());
     while (!atomic_load(&sp->stop))
         ;
     return NULL;
@@ -141,8 +143,11 @@ static void *spin(void *data)
 static void spin_start(Spinner *sp, int cpu)
 {
     sp->cpu = cpu;
+    atomic_store(&sp->tid, 0);
     atomic_store(&sp->stop, false);
     g_assert_cmpint(pthread_create(&sp->thread, NULL, spin, sp), ==, 0);
+    while (!atomic_load(&sp->tid))
+        g_usleep(100);
 }
 
 static void spin_stop(Spinner *sp)
@@ -176,7 +181,7 @@ static void test_event_tick(void)
         return;
     }
     sa_cpuset_add(cpus, (guint)cpu);
-    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL));
+    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL, 0, NULL));
     ticks = core->ticks;
     spin_start(&a, cpu);
     spin_start(&b, cpu);
@@ -190,6 +195,56 @@ static void test_event_tick(void)
     g_test_message("event ticks: %" G_GUINT64_FORMAT " then %" G_GUINT64_FORMAT, first,
                    core->event_ticks);
     g_assert_cmpuint(core->event_ticks, <=, first + 1);
+    sa_core_free(core);
+}
+
+/* A vCPU-like (tracked) thread that starts running alone on a watched CPU never waits: its run
+ * is the owners' sign, an event tick within 150 ms, and since that tick's interval is mostly from
+ * before the sign, one more tick follows. A second sign within the same tick interval ticks once,
+ * with no follow-up (a load that comes on like a clock doubles the gap as any event does). */
+static void test_owners_sign(void)
+{
+    SaCore *core = core_with(SA_SENSING_AUTO);
+    g_autoptr(SaCpuSet) cpus = sa_cpuset_new();
+    int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    cpu_set_t mine, other;
+    guint64 first;
+    Spinner a;
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return;
+    }
+    /* this thread off the watched CPU: its waits behind the spinner would be events too */
+    g_assert_cmpint(sched_getaffinity(0, sizeof(mine), &mine), ==, 0);
+    CPU_ZERO(&other);
+    for (int c = 0; c < cpu; c++)
+        CPU_SET(c, &other);
+    if (cpu > 0)
+        g_assert_cmpint(sched_setaffinity(0, sizeof(other), &other), ==, 0);
+    core->cfg->interval_ms = 2000;
+    g_usleep(50000); /* the tick interval starts well before the sign */
+    sa_cpuset_add(cpus, (guint)cpu);
+    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL, 0, NULL));
+    g_usleep(30000); /* a quiet window first: a CPU's first window after watching counts busy */
+    spin_start(&a, cpu);
+    g_assert_true(sa_sense_track(core->sense, atomic_load(&a.tid)));
+    run_main_loop(150, core, 1);
+    first = core->event_ticks;
+    g_assert_cmpuint(first, ==, 1);
+    run_main_loop(200, core, G_MAXUINT64);
+    spin_stop(&a);
+    g_assert_cmpuint(core->event_ticks, ==, 2);
+
+    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL, 0, NULL));
+    g_usleep(30000);
+    spin_start(&a, cpu);
+    g_assert_true(sa_sense_track(core->sense, atomic_load(&a.tid)));
+    run_main_loop(400, core, G_MAXUINT64);
+    spin_stop(&a);
+    g_assert_cmpuint(core->event_ticks, ==, 3);
+    sched_setaffinity(0, sizeof(mine), &mine);
     sa_core_free(core);
 }
 
@@ -282,6 +337,7 @@ int main(int argc, char **argv)
     g_test_add_func("/core/sensing/proc", test_proc);
     g_test_add_func("/core/sensing/reload", test_reload);
     g_test_add_func("/core/sensing/event-tick", test_event_tick);
+    g_test_add_func("/core/sensing/owners-sign", test_owners_sign);
     g_test_add_func("/core/sensing/vcpus-via-sensor", test_vcpus_via_sensor);
     return g_test_run();
 }

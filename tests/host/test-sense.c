@@ -129,13 +129,18 @@ static void collect(SaSense *s, GArray *out, int timeout_ms)
     }
 }
 
+/* Watches cpu (place 0) and ignores ignore[] everywhere. */
 static void watch(SaSense *s, int cpu, const pid_t *ignore, guint n)
 {
     g_autoptr(SaCpuSet) cpus = sa_cpuset_new();
     g_autoptr(GError) error = NULL;
+    SaSenseIgnore ig[4];
 
+    g_assert_cmpuint(n, <=, G_N_ELEMENTS(ig));
+    for (guint i = 0; i < n; i++)
+        ig[i] = (SaSenseIgnore){.id = ignore[i], .home = -1};
     sa_cpuset_add(cpus, (guint)cpu);
-    g_assert_true(sa_sense_watch(s, cpus, ignore, n, &error));
+    g_assert_true(sa_sense_watch(s, cpus, NULL, 0, ig, n, &error));
     g_assert_no_error(error);
 }
 
@@ -195,6 +200,111 @@ static void test_event(void)
     g_assert_false(names(events, ignore[0]));
 }
 
+/* The RUN events naming tid. */
+static guint runs_of(GArray *events, pid_t tid)
+{
+    guint n = 0;
+
+    for (guint i = 0; i < events->len; i++) {
+        const SaSenseEvent *e = &g_array_index(events, SaSenseEvent, i);
+
+        n += e->ran && e->tid == tid;
+    }
+    return n;
+}
+
+/* A tracked thread (a vCPU) that starts running alone on a watched CPU never waits, yet is an
+ * event (ran) within a few windows; one that keeps running makes no second; one that runs 300
+ * ms in every 600 makes one per start; a thread that wakes briefly, an ignored one or an
+ * untracked one (a kernel thread, a daemon) makes none. */
+static void test_run(void)
+{
+    g_autoptr(SaSense) s = sense_or_skip();
+    g_autoptr(GArray) events = g_array_new(FALSE, FALSE, sizeof(SaSenseEvent));
+    int cpu = test_cpu();
+    Spinner owner, visitor, ticker;
+    pid_t ignore[1];
+    gint64 start;
+
+    if (!s)
+        return;
+    sa_sense_set_threshold(s, 2000, 10000);
+    spinner_start(&visitor, cpu, 1000000, 0);
+    ignore[0] = atomic_load(&visitor.tid);
+    watch(s, cpu, ignore, 1);
+    spinner_start(&ticker, cpu, 100, 5000); /* 2% of the CPU */
+    collect(s, events, 300);
+    g_assert_cmpuint(runs_of(events, ignore[0]), ==, 0);
+    g_assert_cmpuint(runs_of(events, atomic_load(&ticker.tid)), ==, 0);
+    spinner_stop(&visitor);
+    watch(s, cpu, NULL, 0);
+    collect(s, events, 50);
+    g_array_set_size(events, 0);
+
+    spinner_start(&owner, cpu, 1000000, 0); /* untracked */
+    collect(s, events, 200);
+    g_assert_cmpuint(runs_of(events, atomic_load(&owner.tid)), ==, 0);
+    spinner_stop(&owner);
+    collect(s, events, 50);
+    g_array_set_size(events, 0);
+
+    start = g_get_monotonic_time();
+    spinner_start(&owner, cpu, 1000000, 0);
+    g_assert_true(sa_sense_track(s, atomic_load(&owner.tid)));
+    while (runs_of(events, atomic_load(&owner.tid)) == 0 && g_get_monotonic_time() - start < 100000)
+        collect(s, events, 2);
+    g_test_message("run event after %" G_GINT64_FORMAT " µs", g_get_monotonic_time() - start);
+    g_assert_cmpuint(runs_of(events, atomic_load(&owner.tid)), ==, 1);
+    collect(s, events, 300);
+    g_assert_cmpuint(runs_of(events, atomic_load(&owner.tid)), ==, 1);
+    g_assert_cmpuint(runs_of(events, atomic_load(&ticker.tid)), ==, 0);
+    spinner_stop(&owner);
+
+    g_array_set_size(events, 0);
+    spinner_start(&owner, cpu, 300000, 300000);
+    g_assert_true(sa_sense_track(s, atomic_load(&owner.tid)));
+    collect(s, events, 1500); /* starts at 0, 600 and 1200 ms */
+    g_assert_cmpuint(runs_of(events, atomic_load(&owner.tid)), >=, 2);
+    g_assert_cmpuint(runs_of(events, atomic_load(&owner.tid)), <=, 3);
+    spinner_stop(&owner);
+    spinner_stop(&ticker);
+}
+
+/* A visitor is ignored where it visits, not at home: a thread ignored with home place 1 that
+ * starts running on a CPU of place 1 is an event; with home place 0, or everywhere (-1), not. */
+static void test_ignored_at_home(void)
+{
+    g_autoptr(SaSense) s = sense_or_skip();
+    g_autoptr(GArray) events = g_array_new(FALSE, FALSE, sizeof(SaSenseEvent));
+    g_autoptr(SaCpuSet) cpus = sa_cpuset_new();
+    int cpu = test_cpu(), place[64];
+    static const int homes[] = {0, -1, 1};
+    Spinner sp;
+
+    if (!s)
+        return;
+    g_assert_cmpint(cpu, <, (int)G_N_ELEMENTS(place));
+    for (guint c = 0; c < G_N_ELEMENTS(place); c++)
+        place[c] = (int)c == cpu ? 1 : 0;
+    sa_cpuset_add(cpus, (guint)cpu);
+    sa_sense_set_threshold(s, 2000, 10000);
+    for (guint h = 0; h < G_N_ELEMENTS(homes); h++) {
+        spinner_start(&sp, cpu, 300000, 300000);
+        g_assert_true(sa_sense_track(s, atomic_load(&sp.tid)));
+        SaSenseIgnore ig = {.id = atomic_load(&sp.tid), .home = homes[h]};
+        g_assert_true(sa_sense_watch(s, cpus, place, G_N_ELEMENTS(place), &ig, 1, NULL));
+        g_array_set_size(events, 0);
+        collect(s, events, 700); /* one start at least */
+        spinner_stop(&sp);
+        g_test_message("home %d: %u run events", homes[h], runs_of(events, ig.id));
+        if (homes[h] == 1)
+            g_assert_cmpuint(runs_of(events, ig.id), >=, 1);
+        else
+            g_assert_cmpuint(runs_of(events, ig.id), ==, 0);
+    }
+    sa_sense_watch(s, NULL, NULL, 0, NULL, 0, NULL);
+}
+
 /* Two ignored spinners competing make no event naming them; once one is no longer ignored,
  * the CPU's waits are events again. Nothing watched: nothing at all. */
 static void test_ignored(void)
@@ -216,7 +326,7 @@ static void test_ignored(void)
     collect(s, events, 300);
     g_assert_false(names(events, ignore[0]));
     g_assert_false(names(events, ignore[1]));
-    sa_sense_watch(s, NULL, NULL, 0, NULL);
+    sa_sense_watch(s, NULL, NULL, 0, NULL, 0, NULL);
     collect(s, events, 20);
     g_array_set_size(events, 0);
     collect(s, events, 200);
@@ -398,6 +508,8 @@ int main(int argc, char **argv)
     g_test_add_func("/sense/fallback/no-btf", test_no_btf);
     g_test_add_func("/sense/bpf/event", test_event);
     g_test_add_func("/sense/bpf/ignored", test_ignored);
+    g_test_add_func("/sense/bpf/run", test_run);
+    g_test_add_func("/sense/bpf/ignored-at-home", test_ignored_at_home);
     g_test_add_func("/sense/bpf/times", test_times);
     g_test_add_func("/sense/bpf/exit", test_exit);
     g_test_add_func("/sense/bpf/cpu-idle", test_cpu_idle);

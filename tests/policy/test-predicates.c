@@ -515,15 +515,22 @@ static void test_door_idle_ms(void)
 
 static void test_owners_idle(void)
 {
+    /* a regular 500-ms tick: the margin; event ticks of 20 and 40 ms: 10 ms of CPU time when
+     * that is more (0.5 and 0.25 CPU); no interval: the margin */
     static const struct {
-        double demand, margin;
+        double demand, margin, interval_ms;
         bool idle;
     } rows[] = {
-        {0, 0.25, true},     {0.04, 0.25, true}, {0.25, 0.25, true}, /* at the margin: noise */
-        {0.26, 0.25, false}, {1.0, 0.25, false}, {1.6, 1.6, true},   {1.7, 1.6, false},
+        {0, 0.25, 500, true},     {0.04, 0.25, 500, true}, {0.25, 0.25, 500, true}, /* noise */
+        {0.26, 0.25, 500, false}, {1.0, 0.25, 500, false}, {1.6, 1.6, 500, true},
+        {1.7, 1.6, 500, false},   {0.38, 0.25, 20, true},  {0.5, 0.25, 20, true},
+        {0.51, 0.25, 20, false},  {1.0, 0.25, 20, false},  {0.26, 0.25, 40, false},
+        {1.7, 1.6, 20, false},    {0.3, 0.25, 0, false},
     };
     for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
-        g_assert_cmpint(sa_policy_owners_idle(rows[r].demand, rows[r].margin), ==, rows[r].idle);
+        g_assert_cmpint(
+            sa_policy_owners_idle(rows[r].demand, rows[r].margin, rows[r].interval_ms * 1e6), ==,
+            rows[r].idle);
 }
 
 static void test_idle_since(void)

@@ -735,6 +735,45 @@ static void test_door_owner_wakes(void)
     g_assert_cmpuint(b->changes, ==, 1);
 }
 
+/* Event ticks come 20 ms apart: an idle owner's few ms of housekeeping read as 0.4 CPU there.
+ * That keeps the door open (within 10 ms of CPU time); a real load (1.0 CPU) closes it in the
+ * first 20-ms tick; a regular tick that sees 0.4 closes it as before. */
+static void test_door_event_ticks(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    Spikes s = {.door_tick = -1};
+    run_spikes(sim, a, b, 3, IDLE, &s);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    guint regular = sim->interval_ms;
+
+    sim->interval_ms = 20;
+    sim_vm_set_load(b, 0.4);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    sim_vm_set_load(b, IDLE);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+
+    sim_vm_set_load(b, 1.0);
+    int step = sim->tick;
+    sim_step(sim);
+    g_assert_cmpint(a->last_change, ==, step);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_HOME);
+    g_assert_cmpstr(sim_vcpus(a), ==, "1");
+
+    /* b idle 5 s again (regular ticks), then 0.4 on a regular tick: closed. */
+    sim->interval_ms = regular;
+    Spikes idle = {.door_tick = -1};
+    run_spikes(sim, a, b, 3, IDLE, &idle);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    sim_vm_set_load(b, 0.4);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_HOME);
+    g_assert_cmpuint(a->retreats, ==, 0);
+}
+
 /* Both busy: no door, and a's vCPU time stays at home (the locality promise). */
 static void test_door_both_busy(void)
 {
@@ -841,6 +880,7 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/determinism", test_determinism);
     g_test_add_func("/policy/door-spiky-idle-neighbour", test_door_spiky_idle_neighbour);
     g_test_add_func("/policy/door-owner-wakes", test_door_owner_wakes);
+    g_test_add_func("/policy/door-event-ticks", test_door_event_ticks);
     g_test_add_func("/policy/door-both-busy", test_door_both_busy);
     g_test_add_func("/policy/door-softness", test_door_softness);
     g_test_add_func("/policy/door-closes-without-spikes", test_door_closes_without_spikes);
