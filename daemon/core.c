@@ -296,6 +296,33 @@ static void owners_of(const SaCore *core, const SaCpuSet *watch, GHashTable *tid
     }
 }
 
+/* Adds to watch the home CPUs of a soft VM that could burst now: a partition it is allowed onto
+ * besides home has idle owners (its door clock runs). Its own vCPUs waiting at home are then
+ * events, and a spike bursts (or finds its door) within ms of starting, not at the next tick. */
+static void could_burst(const SaCore *core, const SaVm *vm, SaCpuSet *watch)
+{
+    const SaPolicyVm *pvm = &vm->pvm;
+    int softness = pvm->softness >= 0 ? pvm->softness : (int)core->cfg->policy.softness;
+    int home = pvm->st.home >= 0 ? sa_topology_find_partition(core->topo, (guint)pvm->st.home) : -1;
+
+    if (pvm->mode != SA_MODE_SOFT || softness <= 0 || home < 0 || !pvm->st.idle || !pvm->allowed)
+        return;
+    for (guint i = 0; i < pvm->st.idle->len; i++) {
+        const SaPartitionIdle *e = &g_array_index(pvm->st.idle, SaPartitionIdle, i);
+        int p = sa_topology_find_partition(core->topo, e->id);
+        const SaPartition *part;
+
+        if (p < 0 || p == home || e->since == G_MININT64)
+            continue;
+        part = g_ptr_array_index(core->topo->partitions, (guint)p);
+        if (!sa_cpuset_intersects(part->cpus, pvm->allowed))
+            continue;
+        part = g_ptr_array_index(core->topo->partitions, (guint)home);
+        sa_cpuset_union(watch, part->cpus);
+        return;
+    }
+}
+
 /* Each CPU's partition index (-1 none), sized to the highest CPU + 1 in *n. */
 static int *cpu_places(const SaCore *core, guint *n)
 {
@@ -344,6 +371,7 @@ void sa_core_sense_update(SaCore *core)
                        ? sa_topology_find_partition(core->topo, (guint)vm->pvm.st.home)
                        : -1;
 
+        could_burst(core, vm, watch);
         if (!visits(core, vm, watch))
             continue;
         /* The process: its emulator and I/O threads; the vCPU threads in case the id is stale.
