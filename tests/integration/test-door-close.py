@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""softaffd scenario (issue 13): an open door closes when its owner starts running alone.
+"""softaffd scenario (issue 13): a visitor leaves when the owner starts running alone.
 
 Partitions 0 = CPU 0 and 1 = CPU 1 (layout=custom), tick 500 ms, softness 50 (a door opens
 after the owners' 5 s idle, once a spike showed), [sensing] mode=auto. Guest A (2 vCPUs, home 1) spikes, guest B
 (1 vCPU, home 0) is idle. Three rounds of:
-  1. A spikes (2 threads, 300 ms every 3 s) until softaffd opens its door onto CPU 0 (logged;
-     its vCPUs may run on 0-1 while it is at home), then A goes idle: CPU 0 is idle, the door
-     still open.
+  1. A spikes (2 threads, 300 ms every 3 s) until softaffd lets it onto CPU 0: a burst (event
+     sensing bursts a spike at once) or a door (its vCPUs may run on 0-1 while it is at home);
+     then A goes idle, still allowed on CPU 0, and CPU 0 is idle.
   2. B starts one thread. Its only vCPU runs alone on CPU 0: nothing waits behind a visitor,
      so only the sensor's "the owners started running" event can wake softaffd before its
      next tick. One Python thread polls A's vCPU affinity every 2 ms.
-  3. The door closed (softaffd's log), the sensor reported B's vCPU thread running on CPU 0
-     between B's acknowledgement and the close (--verbose), A's vCPUs are on CPU 1 alone and
-     libvirt agrees. B goes idle.
+  3. A left CPU 0 (softaffd's log: door closed, or retreat), the sensor reported B's vCPU
+     thread running on CPU 0 between B's acknowledgement and that (--verbose), A's vCPUs are on
+     CPU 1 alone and libvirt agrees. B goes idle.
 Fails (not skips) without the BPF program under SOFTAFF_REQUIRE_VM=1. No timing bound is
 asserted (the host is shared): the time from B's step to the close is printed, beside the
 tick."""
@@ -106,24 +106,30 @@ def log_time(line):
 
 
 def open_door(a, daemon, n):
-    """A spikes until its door onto CPU 0 opens, then goes idle with the door still open. A
-    closing with B idle (host noise on CPU 0 that looked like load) is retried, twice."""
+    """A spikes until it may run on CPU 0 (burst or door), then goes idle, still allowed there.
+    A leaving CPU 0 with B idle (host noise there that looked like load) is retried, twice."""
     for attempt in range(3):
         T.wait_host_quiet()
         mark = len(daemon.log_text())
         pattern(a, SPIKES)
+        # Event sensing bursts the first spike at once (its vCPUs wait at home while CPU 0 is
+        # idle); a burst ends after dwell_ms of fitting, then the door opens: either way A may
+        # run on CPU 0 while it is idle.
         el = T.wait_until(lambda: daemon.check_alive() or (
-            "%s: door open" % a.name in daemon.log_text()[mark:] and a.all_on({0, 1})), 40,
-            0.05, what=lambda: "A's door onto CPU 0 (A %s)" % a.affinity_text())
-        T.log("round %d: A's door onto CPU 0 open %.2fs after its spikes began" % (n, el))
+            re.search(r"%s: (door open|burst onto partition 0)" % a.name,
+                      daemon.log_text()[mark:]) and a.all_on({0, 1})), 30, 0.05,
+            what=lambda: "A's door or burst onto CPU 0 (A %s)" % a.affinity_text())
+        how = re.findall(r"%s: (door open|burst onto partition 0)" % a.name,
+                         daemon.log_text()[mark:])[-1]
+        T.log("round %d: A may run on CPU 0 (%s) %.2fs after its spikes began" % (n, how, el))
         a.set_load(0)
-        time.sleep(1.0)  # A idle, the door still open (B idle: nothing closes it)
+        time.sleep(1.0)  # A idle, still allowed on CPU 0 (B idle: nothing takes it back)
         if a.all_on({0, 1}):
             return
-        T.log("round %d: A's door closed with B idle (%s): %s; again" % (
+        T.log("round %d: A left CPU 0 with B idle (%s): %s; again" % (
             n, a.affinity_text(), [ln for ln in daemon.log_text()[mark:].splitlines()
-                                   if "door closed" in ln][-1:]))
-    raise AssertionError("A's door closed with B idle in 3 attempts: %s" % a.affinity_text())
+                                   if a.name in ln and "-> vCPUs 1 (" in ln][-1:]))
+    raise AssertionError("A left CPU 0 with B idle in 3 attempts: %s" % a.affinity_text())
 
 
 def one_round(a, b, daemon, n):
@@ -145,8 +151,9 @@ def one_round(a, b, daemon, n):
         "A's door stayed open 15 s after B's load: %s" % a.affinity_text()
     ms = (poller.t_off0 - t_ack) * 1e3
     lines = daemon.log_text()[mark:].splitlines()
-    closed = [ln for ln in lines if a.name in ln and "door closed on partition 0" in ln]
-    assert closed, "softaffd did not log closing A's door:\n%s" % "\n".join(lines[-20:])
+    closed = [ln for ln in lines if a.name in ln and re.search(
+        r"(door closed on|retreat from) partition 0", ln)]
+    assert closed, "softaffd did not log A leaving CPU 0:\n%s" % "\n".join(lines[-20:])
     ran = [ln for ln in lines
            if re.search(r"sensing: CPU 0: thread %d ran " % b_tid, ln)
            and log_time(ln) <= log_time(closed[0])]
@@ -166,7 +173,7 @@ def one_round(a, b, daemon, n):
 def main():
     a, b, daemon = start()
     results = [one_round(a, b, daemon, n) for n in range(1, ROUNDS + 1)]
-    T.log("B's ack to A's door closed (ms): %s; median %.1f" % (
+    T.log("B's ack to A off CPU 0 (ms): %s; median %.1f" % (
         ", ".join("%.1f" % r for r in results), sorted(results)[len(results) // 2]))
     rc = daemon.stop()
     assert rc == 0, "softaffd exited with %s on SIGTERM" % rc
