@@ -10,6 +10,7 @@ Guest A (home 0) and guest B (home 1), 2 vCPUs each.
 Reaction times are measured from the guest's acknowledgement of the load change."""
 
 import os
+import re
 import sys
 import time
 
@@ -70,8 +71,18 @@ def main():
     T.log("SIGTERM: softaffd exited 0, all vCPUs restored to %s" % T.format_cpulist(host))
 
     T.log("reaction times: " + ", ".join("%s %.3fs" % kv for kv in results.items()))
-    slow = {k: v for k, v in results.items() if v > LIMIT}
-    assert not slow, "reactions slower than %.1fs (2 ticks + slack): %s" % (LIMIT, slow)
+    # A second owner-forced retreat in a row holds the next burst off (docs/policy.md, the
+    # back-off): with event sensing an idle TCG owner's few ms right after A arrives can count
+    # as the first. Then the burst again may also wait the hold-off softaffd logged, no more.
+    holdoff = [float(x) for x in re.findall(r"%s: retreat from partition 1: .*no burst for "
+                                             r"([0-9.]+) s" % a.name, daemon.log_text())]
+    limits = {k: LIMIT + (max(holdoff) if holdoff and k == "burst again" else 0)
+              for k in results}
+    if holdoff:
+        T.log("softaffd held A's next burst off for %s s after a forced retreat" % holdoff)
+    slow = {k: v for k, v in results.items() if v > limits[k]}
+    assert not slow, "reactions slower than %s (2 ticks + slack, + a logged hold-off): %s" % (
+        limits, slow)
 
 
 if __name__ == "__main__":
