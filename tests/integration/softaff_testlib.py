@@ -1356,9 +1356,15 @@ def two_partition_scenario(daemon_first=False, interval_ms=500, softness=50, vcp
 
 def assert_libvirt_agrees(g):
     """/proc and `virsh vcpuinfo` report the same affinity for every vCPU (the daemon pins
-    through libvirt, so libvirt must tell the truth)."""
-    proc = g.affinity()
-    info = g.vcpuinfo()
+    through libvirt, so libvirt must tell the truth). The two are read one after the other,
+    and softaffd may be pinning meanwhile (its fast narrowing goes first, libvirt's pin a few ms
+    later): a disagreement is read again, 5 times 50 ms apart, before it fails."""
+    for _ in range(5):
+        proc = g.affinity()
+        info = g.vcpuinfo()
+        if g.affinity() == proc and all(info[v]["affinity"] == c for v, c in proc.items()):
+            return
+        time.sleep(0.05)
     for v, cpus in proc.items():
         assert info[v]["affinity"] == cpus, "%s vcpu %d: /proc %s but virsh vcpuinfo %s" % (
             g.name, v, format_cpulist(cpus), format_cpulist(info[v]["affinity"]))
