@@ -20,10 +20,11 @@ struct sa_sense_cpu {
     __u32 fired; /* this window already made its wait event */
     __u64 window_start;
     __u64 wait_ns;
-    __u64 run_ns; /* the run of tracked threads not ignored, in this window */
-    __u32 busy;   /* their run passed the threshold in this window or in every one since it
-                     did (the run event is made when this is set) */
-    __u32 place;  /* the partition the CPU is in (SA_SENSE_NOWHERE: none given) */
+    __u64 run_ns;     /* the run of tracked threads not ignored, in this window */
+    __u32 busy;       /* their run passed the threshold in this window or in every one since it
+                         did (the run event is made when this is set) */
+    __u32 place;      /* the partition the CPU is in (SA_SENSE_NOWHERE: none given) */
+    __u64 visitor_ns; /* the run of tracked threads ignored here (visitors) in this window */
 };
 
 /* One CPU's idle time: the total of its finished idle stretches and when the current one began

@@ -148,6 +148,8 @@ static bool ignored_at(__u32 tid, __u32 tgid, __u32 place)
     return home && (*home == SA_SENSE_NOWHERE || *home != place);
 }
 
+static void roll(struct sa_sense_cpu *c, __u64 now);
+
 /* The watched CPU's window (a new one once window_ns has passed), or NULL: cpu not watched, or
  * the thread ignored there. */
 static struct sa_sense_cpu *window(__u32 cpu, __u32 tid, __u32 tgid, __u64 now)
@@ -156,6 +158,13 @@ static struct sa_sense_cpu *window(__u32 cpu, __u32 tid, __u32 tgid, __u64 now)
 
     if (!c || !c->watched || ignored_at(tid, tgid, c->place))
         return NULL;
+    roll(c, now);
+    return c;
+}
+
+/* A new window once window_ns has passed. */
+static void roll(struct sa_sense_cpu *c, __u64 now)
+{
     if (now - c->window_start >= window_ns) {
         /* still busy only if that window ended just now: an idle CPU's windows are not kept */
         if (now - c->window_start >= 2 * window_ns || c->run_ns <= threshold_ns)
@@ -163,9 +172,9 @@ static struct sa_sense_cpu *window(__u32 cpu, __u32 tid, __u32 tgid, __u64 now)
         c->window_start = now;
         c->wait_ns = 0;
         c->run_ns = 0;
+        c->visitor_ns = 0;
         c->fired = 0;
     }
-    return c;
 }
 
 static void fire(__u32 cpu, __u32 tid, __u32 kind, __u64 ns, __u64 now)
@@ -263,12 +272,19 @@ int BPF_PROG(sa_runtime, struct task_struct *p, __u64 runtime)
     if (!tid || !bpf_map_lookup_elem(&tracked, &tid))
         return 0;
     cpu = task_cpu(p);
-    now = bpf_ktime_get_ns();
-    c = window(cpu, tid, BPF_CORE_READ(p, tgid), now);
-    if (!c)
+    c = bpf_map_lookup_elem(&cpus, &cpu);
+    if (!c || !c->watched)
         return 0;
+    now = bpf_ktime_get_ns();
+    roll(c, now);
+    if (ignored_at(tid, BPF_CORE_READ(p, tgid), c->place)) {
+        c->visitor_ns += runtime;
+        return 0;
+    }
     c->run_ns += runtime;
-    if (!c->busy && c->run_ns > threshold_ns) {
+    /* Where a visitor runs, owners that start wait behind it: that is their event. Their run
+     * beside it would only be an idle owner's blip read over a window. */
+    if (!c->busy && c->run_ns > threshold_ns && c->visitor_ns <= threshold_ns) {
         c->busy = 1;
         fire(cpu, tid, SA_SENSE_RUN, c->run_ns, now);
     }
