@@ -3,7 +3,7 @@
 
 Partitions 0 = CPU 0 and 1 = CPU 1 (layout=custom), tick 500 ms, softness 50 (a door opens
 after the owners' 5 s idle, once a spike showed), [sensing] mode=auto. Guest A (2 vCPUs, home 1) spikes, guest B
-(1 vCPU, home 0) is idle. Three rounds of:
+(1 vCPU, home 0, softness 0: the owner) is idle. Three rounds of:
   1. A spikes (2 threads, 300 ms every 3 s) until softaffd lets it onto CPU 0: a burst (event
      sensing bursts a spike at once) or a door (its vCPUs may run on 0-1 while it is at home);
      then A goes idle, still allowed on CPU 0, and CPU 0 is idle.
@@ -78,7 +78,9 @@ def start():
                                extra={"sensing": {"mode": "auto"}})
     daemon = T.Daemon(cfg, socket_path=sock, args=["--verbose"])
     a = T.Guest("A", vcpus=2, metadata=T.softaff_metadata(preferred=1))
-    b = T.Guest("B", vcpus=1, metadata=T.softaff_metadata(preferred=0))
+    # B is the owner, never a visitor (softness 0): at 50 B's vCPU waiting behind A at home
+    # is an event too, and B bursts onto A's idle CPU at once, which is not this test.
+    b = T.Guest("B", vcpus=1, metadata=T.softaff_metadata(preferred=0, softness=0))
     a.start()
     b.start()
     for g in (a, b):
