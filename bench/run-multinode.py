@@ -125,10 +125,7 @@ class Bench(tm.Run):
 
     def start_softaffd(self):
         # test-memory's start without its 1 s poller: the sampler above does that job.
-        self.sh("nohup %s/softaffd --foreground >/var/log/softaffd.log 2>&1 &" % self.build)
-        self.sh("for i in $(seq 120); do [ -S /run/softaff/softaffd.sock ] && exit 0; "
-                "pgrep -x softaffd >/dev/null || break; sleep 0.5; done; "
-                "cat /var/log/softaffd.log; exit 1", timeout=90)
+        self.h.start_softaffd(self.build)
 
     def write_conf(self, rate):
         self.sh("cat >/etc/softaff/softaff.conf <<'EOF'\n" +

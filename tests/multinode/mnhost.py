@@ -279,6 +279,18 @@ class Host:
             raise HostError("%r exited %d\nstdout: %s\nstderr: %s" % (cmd, r.rc, r.out, r.err))
         return r.out
 
+    def start_softaffd(self, build, timeout=90):
+        """Starts build's softaffd in the background and waits for its socket. Raises HostError
+        with softaffd's log when it exits first or the socket does not come. Its PID is taken
+        from the shell that starts it ($!), not found by name: under TCG the forked shell can
+        still be "nohup" when the wait begins."""
+        self.check("mkdir -p /run/softaff; nohup %s/softaffd --foreground "
+                   ">/var/log/softaffd.log 2>&1 & echo $! >/run/softaff/started.pid" % build)
+        self.check("p=$(cat /run/softaff/started.pid); for i in $(seq %d); do "
+                   "[ -S /run/softaff/softaffd.sock ] && exit 0; kill -0 $p 2>/dev/null || break; "
+                   "sleep 0.5; done; echo \"softaffd ($p) gave no socket\"; "
+                   "cat /var/log/softaffd.log; dmesg | grep -i softaffd | tail -n 5; exit 1" % (2 * timeout), timeout=timeout + 10)
+
     def console_tail(self, lines=30):
         try:
             with open(os.path.join(self.workdir, "console.log"), errors="replace") as f:

@@ -155,10 +155,7 @@ class Run:
     def start_softaffd(self):
         self.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n" +
                 CONF.format(interval=INTERVAL_MS, rate=RATE_MIB_S) + "EOF")
-        self.sh("nohup %s/softaffd --foreground >/var/log/softaffd.log 2>&1 &" % self.build)
-        self.sh("for i in $(seq 120); do [ -S /run/softaff/softaffd.sock ] && exit 0; "
-                "pgrep -x softaffd >/dev/null || break; sleep 0.5; done; "
-                "cat /var/log/softaffd.log; exit 1", timeout=90)
+        self.h.start_softaffd(self.build)
         self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup taskset -c 0 bash /tmp/poll.sh >/dev/null 2>&1 &" %
                 POLLER.format(ctl=self.ctl))
 
