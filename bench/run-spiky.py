@@ -88,33 +88,11 @@ def foreign(mine_pids, mine_names):
     return {"softaffd": daemons, "guests": sorted(n for n in names if n not in mine_names)}
 
 
-def command(g, line, want, timeout=15):
-    """Send a load command followed by '?' (the next report starts at the step); wait for
-    `want`; returns (send time, reply time)."""
-    with g._cond:
-        g._replies.clear()
-    t_send = time.monotonic()
-    g._sock.sendall(line.encode() + b"\n?\n")
-    deadline = t_send + timeout
-    with g._cond:
-        while want not in g._replies:
-            errs = [r for r in g._replies if r.startswith("error")]
-            if errs:
-                raise AssertionError("guest %s: %s (image without the 'p' command? run "
-                                     "tests/guest/build-guest.sh)" % (g.name, errs[0]))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError("guest %s did not answer %r" % (g.name, line))
-            g._cond.wait(left)
-        t_ack = next((t for t, ln in reversed(g.lines) if t >= t_send and ln == want), None)
-    return t_send, t_ack or time.monotonic()
-
-
 def load(g, spec):
     """spec: N threads, or (N, ON, OFF) for a pattern. Returns (send, reply) times."""
     if isinstance(spec, tuple):
-        return command(g, "p %d %d %d" % spec, "ok p %d %d %d" % spec)
-    return command(g, "%d" % spec, "ok %d" % spec)
+        return g.command("p %d %d %d" % spec, report_now=True)
+    return g.command("%d" % spec, report_now=True)
 
 
 # ---- affinity timeline -------------------------------------------------------------------------

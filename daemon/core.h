@@ -26,6 +26,12 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo);
  * at once: commands run on workers and report back through the main loop. */
 void sa_core_tick(SaCore *core);
 
+/* The regular timer's tick: sa_core_tick(), unless a tick ran less than the shortest event gap
+ * (20 ms) ago. A tick then would measure a few ms, too short to judge anyone's load, and would
+ * cancel the event tick that follows up the owners' sign; the next regular tick keeps the
+ * schedule. Returns whether it ticked. */
+bool sa_core_regular_tick(SaCore *core);
+
 /* Runs the default main context until no command is queued or running, or timeout_ms passed.
  * Returns whether everything settled (for --once, tests and benchmarks). */
 bool sa_core_settle(SaCore *core, guint timeout_ms);

@@ -95,8 +95,10 @@ static gboolean tick_cb(gpointer data)
     if (app->lv && !app->qmp && !sa_libvirt_is_connected(app->lv))
         return G_SOURCE_CONTINUE;
     /* With --verbose, when each tick ran: a late one shows what held the main loop. */
-    g_debug("tick %" G_GUINT64_FORMAT, ++app->ticks);
-    sa_core_tick(app->core);
+    if (sa_core_regular_tick(app->core))
+        g_debug("tick %" G_GUINT64_FORMAT, ++app->ticks);
+    else
+        g_debug("tick skipped: an event tick ran less than 20 ms ago");
     return G_SOURCE_CONTINUE;
 }
 

@@ -234,3 +234,11 @@ void sa_core_tick(SaCore *core)
     write_metrics(core);
     core->last_tick_cpu_ms = process_cpu_ms() - cpu0;
 }
+
+bool sa_core_regular_tick(SaCore *core)
+{
+    if (g_get_monotonic_time() - core->last_sample_us < SA_EVENT_TICK_MIN_US)
+        return false;
+    sa_core_tick(core);
+    return true;
+}

@@ -198,45 +198,59 @@ static void test_event_tick(void)
     sa_core_free(core);
 }
 
+/* A core with the sensor (NULL: skipped, no BPF), ticking every 2 s, at the owners' sign: this
+ * thread off the last CPU (its waits behind a spinner there would be events too; its old
+ * affinity in *mine), that CPU watched from a quiet window on, and a tracked spinner started
+ * there (*a, on *cpu). Returns once the sign's event tick ran. */
+static SaCore *core_at_sign(cpu_set_t *mine, Spinner *a, int *cpu)
+{
+    SaCore *core = core_with(SA_SENSING_AUTO);
+    g_autoptr(SaCpuSet) cpus = sa_cpuset_new();
+    cpu_set_t other;
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return NULL;
+    }
+    core->cfg->interval_ms = 2000;
+    *cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    g_assert_cmpint(sched_getaffinity(0, sizeof(*mine), mine), ==, 0);
+    CPU_ZERO(&other);
+    for (int c = 0; c < *cpu; c++)
+        CPU_SET(c, &other);
+    if (*cpu > 0)
+        g_assert_cmpint(sched_setaffinity(0, sizeof(other), &other), ==, 0);
+    g_usleep(50000); /* the tick interval starts well before the sign */
+    sa_cpuset_add(cpus, (guint)*cpu);
+    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL, 0, NULL));
+    g_usleep(30000); /* a quiet window first: a CPU's first window after watching counts busy */
+    spin_start(a, *cpu);
+    g_assert_true(sa_sense_track(core->sense, atomic_load(&a->tid)));
+    run_main_loop(150, core, 1);
+    g_assert_cmpuint(core->event_ticks, ==, 1);
+    return core;
+}
+
 /* A vCPU-like (tracked) thread that starts running alone on a watched CPU never waits: its run
  * is the owners' sign, an event tick within 150 ms, and since that tick's interval is mostly from
  * before the sign, one more tick follows. A second sign within the same tick interval ticks once,
  * with no follow-up (a load that comes on like a clock doubles the gap as any event does). */
 static void test_owners_sign(void)
 {
-    SaCore *core = core_with(SA_SENSING_AUTO);
     g_autoptr(SaCpuSet) cpus = sa_cpuset_new();
-    int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
-    cpu_set_t mine, other;
-    guint64 first;
+    cpu_set_t mine;
     Spinner a;
+    int cpu;
+    SaCore *core = core_at_sign(&mine, &a, &cpu);
 
-    g_assert_true(sa_core_start_sensing(core, NULL));
-    if (!bpf_or_skip(core)) {
-        sa_core_free(core);
+    if (!core)
         return;
-    }
-    /* this thread off the watched CPU: its waits behind the spinner would be events too */
-    g_assert_cmpint(sched_getaffinity(0, sizeof(mine), &mine), ==, 0);
-    CPU_ZERO(&other);
-    for (int c = 0; c < cpu; c++)
-        CPU_SET(c, &other);
-    if (cpu > 0)
-        g_assert_cmpint(sched_setaffinity(0, sizeof(other), &other), ==, 0);
-    core->cfg->interval_ms = 2000;
-    g_usleep(50000); /* the tick interval starts well before the sign */
-    sa_cpuset_add(cpus, (guint)cpu);
-    g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL, 0, NULL));
-    g_usleep(30000); /* a quiet window first: a CPU's first window after watching counts busy */
-    spin_start(&a, cpu);
-    g_assert_true(sa_sense_track(core->sense, atomic_load(&a.tid)));
-    run_main_loop(150, core, 1);
-    first = core->event_ticks;
-    g_assert_cmpuint(first, ==, 1);
     run_main_loop(200, core, G_MAXUINT64);
     spin_stop(&a);
     g_assert_cmpuint(core->event_ticks, ==, 2);
 
+    sa_cpuset_add(cpus, (guint)cpu);
     g_assert_true(sa_sense_watch(core->sense, cpus, NULL, 0, NULL, 0, NULL));
     g_usleep(30000);
     spin_start(&a, cpu);
@@ -244,6 +258,33 @@ static void test_owners_sign(void)
     run_main_loop(400, core, G_MAXUINT64);
     spin_stop(&a);
     g_assert_cmpuint(core->event_ticks, ==, 3);
+    sched_setaffinity(0, sizeof(mine), &mine);
+    sa_core_free(core);
+}
+
+/* The regular timer firing right after the event tick that answered the owners' sign (seen in
+ * the spiky bench: 6 ms after) is skipped: it would measure 6 ms and cancel the follow-up, and
+ * the owners' load would wait for the next event or tick (362 ms there). The follow-up still
+ * comes; a regular tick 20 ms or more after the last one runs. */
+static void test_regular_after_event(void)
+{
+    cpu_set_t mine;
+    Spinner a;
+    int cpu;
+    SaCore *core = core_at_sign(&mine, &a, &cpu);
+    guint64 ticks;
+
+    if (!core)
+        return;
+    g_assert_cmpuint(core->event_tick_timer, !=, 0); /* the follow-up, 20 ms on */
+    ticks = core->ticks;
+    g_assert_false(sa_core_regular_tick(core));
+    g_assert_cmpuint(core->ticks, ==, ticks);
+    run_main_loop(200, core, G_MAXUINT64);
+    spin_stop(&a);
+    g_assert_cmpuint(core->event_ticks, ==, 2);
+    g_assert_true(sa_core_regular_tick(core));
+    g_assert_cmpuint(core->ticks, ==, ticks + 2);
     sched_setaffinity(0, sizeof(mine), &mine);
     sa_core_free(core);
 }
@@ -338,6 +379,7 @@ int main(int argc, char **argv)
     g_test_add_func("/core/sensing/reload", test_reload);
     g_test_add_func("/core/sensing/event-tick", test_event_tick);
     g_test_add_func("/core/sensing/owners-sign", test_owners_sign);
+    g_test_add_func("/core/sensing/regular-after-event", test_regular_after_event);
     g_test_add_func("/core/sensing/vcpus-via-sensor", test_vcpus_via_sensor);
     return g_test_run();
 }

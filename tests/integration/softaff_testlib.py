@@ -700,22 +700,33 @@ class Guest:
         log("guest %s ready %.2fs after start" % (self.name, self.ready_time))
         return self.ready_time
 
-    def set_load(self, n, timeout=15):
-        """Run n spinning threads in the guest; waits for the guest's acknowledgement."""
-        want = "ok %d" % n
+    def command(self, line, want=None, timeout=15, report_now=False):
+        """Send one line to the load generator and wait for its acknowledgement, want (default
+        "ok " + line). report_now: a '?' follows, so the next work report starts at this step.
+        Returns (send time, acknowledgement time), monotonic."""
+        want = want or "ok " + line
         with self._cond:
             self._replies.clear()
-        self._sock.sendall(b"%d\n" % n)
-        deadline = time.monotonic() + timeout
+        t_send = time.monotonic()
+        self._sock.sendall(line.encode() + (b"\n?\n" if report_now else b"\n"))
+        deadline = t_send + timeout
         with self._cond:
             while want not in self._replies:
                 errs = [r for r in self._replies if r.startswith("error")]
                 if errs:
-                    raise AssertionError("guest %s: %s" % (self.name, errs[0]))
+                    raise AssertionError("guest %s: %s after %r (an image older than this "
+                                         "command? run tests/guest/build-guest.sh)"
+                                         % (self.name, errs[0], line))
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError("guest %s did not acknowledge load %d" % (self.name, n))
+                    raise AssertionError("guest %s did not acknowledge %r" % (self.name, line))
                 self._cond.wait(left)
+            t_ack = next((t for t, ln in reversed(self.lines) if t >= t_send and ln == want), None)
+        return t_send, t_ack or time.monotonic()
+
+    def set_load(self, n, timeout=15):
+        """Run n spinning threads in the guest; waits for the guest's acknowledgement."""
+        self.command("%d" % n, timeout=timeout)
         log("guest %s load %d" % (self.name, n))
 
     def latest(self):

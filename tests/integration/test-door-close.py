@@ -32,26 +32,6 @@ ROUNDS = 3
 SPIKES = "p 2 300 2700"
 
 
-def pattern(g, line):
-    """Send a load command of the guest's generator and wait for its acknowledgement."""
-    want = "ok " + line
-    with g._cond:
-        g._replies.clear()
-    g._sock.sendall(line.encode() + b"\n")
-    deadline = time.monotonic() + 15
-    with g._cond:
-        while want not in g._replies:
-            errs = [r for r in g._replies if r.startswith("error")]
-            if errs:
-                raise AssertionError("guest %s: %s (image without the 'p' command? run "
-                                     "tests/guest/build-guest.sh)" % (g.name, errs[0]))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError("guest %s did not acknowledge %r" % (g.name, line))
-            g._cond.wait(left)
-    T.log("guest %s: %s" % (g.name, line))
-
-
 class Poller(threading.Thread):
     """The first time none of tids may run on CPU 0 (monotonic), polled every 2 ms."""
 
@@ -113,7 +93,8 @@ def open_door(a, daemon, n):
     for attempt in range(3):
         T.wait_host_quiet()
         mark = len(daemon.log_text())
-        pattern(a, SPIKES)
+        a.command(SPIKES)
+        T.log("guest %s: %s" % (a.name, SPIKES))
         # Event sensing bursts the first spike at once (its vCPUs wait at home while CPU 0 is
         # idle); a burst ends after dwell_ms of fitting, then the door opens: either way A may
         # run on CPU 0 while it is idle.
