@@ -260,6 +260,16 @@ static inline bool sa_policy_owners_idle(double owner_demand, double margin, dou
     return owner_demand <= MAX(margin, noise);
 }
 
+/* The owners' demand a bursting VM's door wait judges them by: without the part of their wait
+ * that its own run there explains (owner_wait, at most visitor_run). An idle owner's vCPUs that
+ * wake behind the visitor's wait as long as it runs; counted, they would restart the owners' idle
+ * run on every burst, and the burst would return home to no door. Their own run still counts. */
+static inline double sa_policy_owners_beside(double owner_demand, double owner_wait,
+                                             double visitor_run)
+{
+    return MAX(0.0, owner_demand - MIN(owner_wait, visitor_run));
+}
+
 /* The start of the owners' idle run after one more interval [now − interval_ms, now]: kept
  * while idle (started now − interval_ms when it was not), SA_POLICY_NEVER when they showed load. */
 static inline gint64 sa_policy_idle_since(gint64 since, bool idle, gint64 now, gint64 interval_ms)

@@ -913,10 +913,12 @@ static void consider_burst(Tick *t, Decision *d)
 /* ---- doors ---- */
 
 /* Since when the owners of each partition have been idle, after this interval; st->idle is
- * rebuilt when the partitions changed. */
+ * rebuilt when the partitions changed. While bursting, the owners' wait behind this VM's own run
+ * there does not count (sa_policy_owners_beside). */
 static void track_idle(const Tick *t, Decision *d)
 {
     GArray *idle = d->st->idle;
+    const bool bursting = d->st->visited->len > 0 && !d->st->doors;
     gint64 interval_ms = (gint64)(t->interval_ns / 1e6);
     if (idle->len != t->n_parts)
         g_array_set_size(idle, 0);
@@ -927,8 +929,11 @@ static void track_idle(const Tick *t, Decision *d)
         SaPartitionIdle *e = &g_array_index(idle, SaPartitionIdle, p);
         if (e->id != id)
             *e = (SaPartitionIdle){.id = id, .since = NEVER};
-        bool quiet = t->capacity[p] > 0 &&
-                     sa_policy_owners_idle(t->owner_demand[p], t->margin[p], t->interval_ns);
+        double demand = bursting ? sa_policy_owners_beside(t->owner_demand[p], t->owner_wait[p],
+                                                           vm_run_on(t, d->vm, d->i, (int)p))
+                                 : t->owner_demand[p];
+        bool quiet =
+            t->capacity[p] > 0 && sa_policy_owners_idle(demand, t->margin[p], t->interval_ns);
         e->since = sa_policy_idle_since(e->since, quiet, t->now, interval_ms);
     }
 }

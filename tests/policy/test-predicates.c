@@ -533,6 +533,21 @@ static void test_owners_idle(void)
             rows[r].idle);
 }
 
+static void test_owners_beside(void)
+{
+    /* demand, owners' wait, the visitor's run there: the wait it explains goes, no more */
+    static const struct {
+        double demand, wait, run, beside;
+    } rows[] = {
+        {0.4, 0.3, 1.0, 0.1}, {0.4, 0.3, 0.2, 0.2}, {0.4, 0, 1.0, 0.4},
+        {1.0, 0.5, 0.5, 0.5}, {0.1, 0.3, 1.0, 0},   {0.4, 0.3, 0, 0.4},
+    };
+    for (guint r = 0; r < G_N_ELEMENTS(rows); r++)
+        g_assert_cmpfloat_with_epsilon(
+            sa_policy_owners_beside(rows[r].demand, rows[r].wait, rows[r].run), rows[r].beside,
+            1e-9);
+}
+
 static void test_idle_since(void)
 {
     static const struct {
@@ -652,6 +667,7 @@ int main(int argc, char **argv)
                     test_nearest_first_without_distances);
     g_test_add_func("/policy/rules/door-idle-ms", test_door_idle_ms);
     g_test_add_func("/policy/rules/owners-idle", test_owners_idle);
+    g_test_add_func("/policy/rules/owners-beside", test_owners_beside);
     g_test_add_func("/policy/rules/idle-since", test_idle_since);
     g_test_add_func("/policy/rules/outgrows-home", test_outgrows_home);
     g_test_add_func("/policy/rules/was-spike", test_was_spike);

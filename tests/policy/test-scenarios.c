@@ -774,6 +774,40 @@ static void test_door_event_ticks(void)
     g_assert_cmpuint(a->retreats, ==, 0);
 }
 
+/* Event sensing bursts a spike as it starts (a 20-ms tick sees a's vCPUs wait at home); b's
+ * vCPU, a little busy (0.28 CPU), waits behind a's on CPU 0 meanwhile. That wait is a's doing:
+ * b's idle run goes on, so when the burst has fit at home for dwell_ms and returns home, the
+ * door onto CPU 0 opens in the same tick (a's CPUs never change). Counting that wait would
+ * restart b's idle run: a at home, the door 5 s later, the next spike waiting out the dwell. */
+static void test_door_after_event_burst(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    guint regular = sim->interval_ms;
+    sim_run(sim, 8); /* b idle 6 s */
+
+    sim->interval_ms = 20;
+    sim_vm_set_load(a, 1.0);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_BURST);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+
+    sim->interval_ms = regular;
+    sim_vm_set_load(b, 0.28);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_BURST);
+    g_assert_cmpfloat(sim_vm_wait(sim, b), >, 0.05);
+    sim_vm_set_load(a, IDLE);
+    sim_vm_set_load(b, IDLE);
+    for (guint k = 0; k < 8; k++) {
+        sim_step(sim);
+        g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    }
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    g_assert_cmpuint(a->retreats, ==, 0);
+    g_assert_cmpuint(a->changes, ==, 2); /* placed, burst: the door changed no CPU */
+}
+
 /* Both busy: no door, and a's vCPU time stays at home (the locality promise). */
 static void test_door_both_busy(void)
 {
@@ -881,6 +915,7 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/door-spiky-idle-neighbour", test_door_spiky_idle_neighbour);
     g_test_add_func("/policy/door-owner-wakes", test_door_owner_wakes);
     g_test_add_func("/policy/door-event-ticks", test_door_event_ticks);
+    g_test_add_func("/policy/door-after-event-burst", test_door_after_event_burst);
     g_test_add_func("/policy/door-both-busy", test_door_both_busy);
     g_test_add_func("/policy/door-softness", test_door_softness);
     g_test_add_func("/policy/door-closes-without-spikes", test_door_closes_without_spikes);
