@@ -759,6 +759,27 @@ static void retreat(Tick *t, Decision *d)
         start_backoff(t, d, ids, need, cap);
 }
 
+/* Whether a burst that fits at home stays where it is until its doors may open: doors are
+ * wanted (a spike is remembered) and the visited partitions' owners are idle now, but not yet
+ * for door_idle_ms. Returning home then would leave the next spike to wait out the dwell time
+ * at home (a 300/2700-ms spike returns home just before the next one); once the door may open,
+ * the return home opens it in the same tick and the VM's CPUs do not change. */
+static bool door_pending(const Tick *t, const Decision *d)
+{
+    const GArray *visited = d->st->visited;
+    bool pending = false;
+    if (!sa_policy_door_wanted(d->softness, t->now, d->st->spike_ms))
+        return false;
+    for (guint k = 0; k < visited->len; k++) {
+        int p = find_part(t, g_array_index(visited, guint, k));
+        if (p < 0 || !sa_policy_owners_idle(t->owner_demand[p], t->margin[p], t->interval_ns))
+            return false;
+        gint64 since = g_array_index(d->st->idle, SaPartitionIdle, p).since;
+        pending |= !sa_policy_door_may_open(d->softness, t->now, since);
+    }
+    return pending;
+}
+
 /* Shrink or return home: keeps the first keep visited partitions (none: home) once fewer have
  * sufficed for dwell_ms. */
 static void shrink(const Tick *t, Decision *d, const Want *w, guint keep)
@@ -766,7 +787,7 @@ static void shrink(const Tick *t, Decision *d, const Want *w, guint keep)
     SaVmPolicyState *st = d->st;
     if (st->fits_since_ms == NEVER)
         st->fits_since_ms = t->now;
-    if (!sa_policy_may_shrink(t->cfg, st, t->now))
+    if (!sa_policy_may_shrink(t->cfg, st, t->now) || (keep == 0 && door_pending(t, d)))
         return;
     double secs = (t->now - st->fits_since_ms) / 1000.0;
     g_array_set_size(st->visited, keep);

@@ -667,8 +667,10 @@ static void run_spikes(Sim *sim, SimVm *a, SimVm *b, guint periods, double b_loa
     }
 }
 
-/* The neighbour idle: after the first spike the door opens onto CPU 0 (b idle 5 s by then), and
- * from then on every spike runs at once, unwaited, with no burst and no retreat. */
+/* The neighbour idle: the first spike bursts onto CPU 0 in the tick after it; the burst stays
+ * (serving the second spike) until b has been idle 5 s and it has fit at home for dwell_ms, then
+ * becomes a door in one tick, and from then on every spike runs at once, unwaited, with no burst
+ * and no retreat. */
 static void test_door_spiky_idle_neighbour(void)
 {
     SimVm *a, *b;
@@ -679,7 +681,7 @@ static void test_door_spiky_idle_neighbour(void)
     g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
     g_assert_cmpstr(sim_emulator(a), ==, "1");
     g_assert_cmpint(first.door_tick, >=, 0);
-    g_assert_cmpint(first.door_tick, <=, 4 + SPIKE_PERIOD);
+    g_assert_cmpint(first.door_tick, <=, 4 + 2 * SPIKE_PERIOD);
     g_assert_cmpfloat(first.wait, >, 0.1); /* the first spike was unserved */
 
     run_spikes(sim, a, b, 20, IDLE, &rest);
@@ -725,12 +727,13 @@ static void test_door_owner_wakes(void)
         g_assert_cmpfloat(sim_vm_run(sim, b), >=,
                           (load + noise > 1 ? load / (load + noise) : load) - 1e-6);
 
-        /* b idle again: the door reopens in the tick that sees its 10th idle interval (5 s). */
+        /* b idle again: the door reopens in the tick that sees its 10th idle interval (5 s), or,
+         * when a spike burst in between, once that burst has fit at home for dwell_ms. */
         Spikes idle = {.door_tick = -1};
         step = sim->tick;
         run_spikes(sim, a, b, 3, IDLE, &idle);
         g_assert_cmpint(idle.door_tick, >=, step + 9);
-        g_assert_cmpint(idle.door_tick, <=, step + 10);
+        g_assert_cmpint(idle.door_tick, <=, step + 10 + 4);
     }
     g_assert_cmpuint(b->changes, ==, 1);
 }
@@ -806,6 +809,41 @@ static void test_door_after_event_burst(void)
     g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
     g_assert_cmpuint(a->retreats, ==, 0);
     g_assert_cmpuint(a->changes, ==, 2); /* placed, burst: the door changed no CPU */
+}
+
+/* A burst that fits at home again while its door may not open yet (b was busy a moment ago)
+ * stays: returning home would hold the next spike at home for the dwell time. It becomes a door
+ * once b has been idle 5 s. */
+static void test_burst_waits_for_door(void)
+{
+    SimVm *a, *b;
+    g_autoptr(Sim) sim = door_sim(&a, &b, -1);
+    guint regular = sim->interval_ms;
+    sim_run(sim, 8);
+
+    sim->interval_ms = 20;
+    sim_vm_set_load(a, 1.0);
+    sim_step(sim);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_BURST);
+    sim->interval_ms = regular;
+    sim_vm_set_load(a, 0.4);
+    sim_step(sim);
+    sim_vm_set_load(a, IDLE);
+    sim_vm_set_load(b, 0.3); /* b's idle run starts again */
+    sim_step(sim);
+    sim_vm_set_load(b, IDLE);
+    sim_run(sim, 5); /* a has fit at home for dwell_ms, b idle 2.5 s */
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_BURST);
+
+    sim_vm_set_load(a, SPIKE);
+    sim_step(sim);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpfloat(sim_vm_wait(sim, a), <, 1e-6);
+    sim_vm_set_load(a, IDLE);
+    sim_run(sim, 10);
+    g_assert_cmpint(a->vm.st.state, ==, SA_STATE_DOOR);
+    g_assert_cmpstr(sim_vcpus(a), ==, "0-1");
+    g_assert_cmpuint(a->retreats, ==, 0);
 }
 
 /* Both busy: no door, and a's vCPU time stays at home (the locality promise). */
@@ -916,6 +954,7 @@ int main(int argc, char **argv)
     g_test_add_func("/policy/door-owner-wakes", test_door_owner_wakes);
     g_test_add_func("/policy/door-event-ticks", test_door_event_ticks);
     g_test_add_func("/policy/door-after-event-burst", test_door_after_event_burst);
+    g_test_add_func("/policy/burst-waits-for-door", test_burst_waits_for_door);
     g_test_add_func("/policy/door-both-busy", test_door_both_busy);
     g_test_add_func("/policy/door-softness", test_door_softness);
     g_test_add_func("/policy/door-closes-without-spikes", test_door_closes_without_spikes);
