@@ -11,6 +11,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 "$top/contrib/install-deps.sh"
+# The fleet suite's Nova, Prometheus and node_exporter (tests/fleet).
+"$top/contrib/install-fleet-deps.sh"
 
 builddir=${BUILDDIR:-build}
 if [ ! -f "$builddir/build.ninja" ]; then
