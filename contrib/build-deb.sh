@@ -111,7 +111,7 @@ install_deps
 check_version
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-rm -f "$OUT"/softaff_* "$OUT"/softaff-dbgsym_* "$OUT"/lintian.txt
+rm -f "$OUT"/softaff_* "$OUT"/softaff-dbgsym_* "$OUT"/python3-softaff-nova_* "$OUT"/lintian.txt
 
 WORK=$(mktemp -d /tmp/softaff-deb.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -139,6 +139,6 @@ done
 [ "$rc" = 0 ] || die "lintian failed (exit $rc): errors above, also in $OUT/lintian.txt"
 
 log "built:"
-for f in "$OUT"/softaff_"$VERSION"_*.deb; do
+for f in "$OUT"/softaff_"$VERSION"_*.deb "$OUT"/python3-softaff-nova_"$VERSION"_all.deb; do
     log "  $f"
 done

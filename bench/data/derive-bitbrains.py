@@ -46,7 +46,7 @@ def main():
     ap.add_argument('dir')
     ap.add_argument('--day', type=int, default=1372723200)  # 2013-07-02 00:00 UTC, a Tuesday
     ap.add_argument('--vms', type=int, default=300)
-    ap.add_argument('--max-vcpus', type=int, default=16)
+    ap.add_argument('--max-vcpus', type=int, default=8)
     ap.add_argument('--max-memory-mib', type=int, default=131072)
     args = ap.parse_args()
     ids = sorted(int(f[:-4]) for f in os.listdir(args.dir) if f.endswith('.csv') and f[:-4].isdigit())

@@ -155,10 +155,21 @@ class PrometheusSource:
 
 _sources = {}
 _sources_lock = threading.Lock()
+_override = None
+
+
+def override(src):
+    """Make every weigher and filter of the process read `src` (an object with reports())
+    instead of Prometheus; None restores Prometheus. For a simulator that stands in for the
+    fleet (bench/run-consolidation.py), never in Nova."""
+    global _override
+    _override = src
 
 
 def from_conf(conf):
     """The process's source for the [softaff] options in force (one per distinct setting)."""
+    if _override is not None:
+        return _override
     c = conf.softaff
     key = (c.prometheus_url, c.timeout, c.cache_seconds, c.job, c.host_label,
            c.textfile_pattern, c.max_age, c.min_coverage)
