@@ -2,7 +2,7 @@
 
 PyModel is a Python stand-in of softaffd's model, with the fit rule of docs/operators.md:
 - a partition's owners' demand, one sample per 5-minute slot, kept over a window (12 slots, one
-  hour); the headroom is its capacity minus the burst margin minus the demand at the 0.95
+  hour, by default); the headroom is its capacity minus the burst margin minus the demand at the 0.95
   quantile (nearest rank) of the window;
 - the memory available to a new VM homed there: the node's memory minus what homed VMs have;
 - the demand per vCPU of a class (flavor) seen on the host: its VMs' mean over the window;
@@ -35,7 +35,8 @@ def quantile(values, q):
 
 
 class PyModel:
-    def __init__(self, n_hosts, node_cpus, node_mem_mib, margin):
+    def __init__(self, n_hosts, node_cpus, node_mem_mib, margin, window=WINDOW):
+        self.window = window
         self.node_cpus = node_cpus
         self.node_mem = node_mem_mib * MIB
         self.margin = margin
@@ -46,7 +47,7 @@ class PyModel:
         return self.homes[host]
 
     def _window(self, slot):
-        return range(max(0, slot - WINDOW), slot)
+        return range(max(0, slot - self.window), slot)
 
     def _owner_demand(self, vms, t):
         return sum(v['demand'][t] for v in vms if self.arrival[v['id']] <= t)
@@ -72,6 +73,10 @@ class PyModel:
         return fit.HostReport(parts, self._classes(host, slot))
 
     def reports(self, slot):
+        """Reports of the hosts whose window is covered enough ([softaff] min_coverage 0.25):
+        the others are unknown, as the weigher sees them through Prometheus."""
+        if min(1.0, slot / self.window) < 0.25:
+            return {}
         return {h: self.report(h, slot) for h in self.homes}
 
     def add_vm(self, host, vm, slot):
@@ -93,13 +98,13 @@ class PyModel:
 class ProgramModel:
     """softaffd's model as a program speaking JSON lines (see the module's docstring)."""
 
-    def __init__(self, program, n_hosts, node_cpus, node_mem_mib, margin):
+    def __init__(self, program, n_hosts, node_cpus, node_mem_mib, margin, window=WINDOW):
         self.proc = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.vms = {}
         self.homes = {'host%02d' % i: {0: [], 1: []} for i in range(n_hosts)}
         self._send({'op': 'fleet', 'hosts': sorted(self.homes), 'node_cpus': node_cpus,
-                    'node_memory_mib': node_mem_mib, 'margin': margin, 'window_slots': WINDOW,
+                    'node_memory_mib': node_mem_mib, 'margin': margin, 'window_slots': window,
                     'quantile': QUANTILE})
 
     def _send(self, obj):

@@ -54,6 +54,8 @@ SCENARIOS = {
     'softaff-pack': dict(weighers=['nova.scheduler.weights.all_weighers',
                                    'softaff_nova.weigher.SoftaffWeigher'],
                          filters=['SoftaffFitFilter'], stack=False),
+    'softaff-only': dict(weighers=['softaff_nova.weigher.SoftaffWeigher'],
+                         filters=['SoftaffFitFilter'], stack=False),
 }
 
 
@@ -81,7 +83,7 @@ def configure(scenario):
     if sc['stack']:
         fs.update(ram_weight_multiplier=-1.0, cpu_weight_multiplier=-1.0)
     nh.configure(filter_scheduler=fs,
-                 softaff={'mode': 'pack', 'weight_multiplier': 10.0})
+                 softaff={"mode": "pack", "weight_multiplier": 10.0})
     return nh.Scheduler()
 
 
@@ -175,55 +177,75 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--margin', type=float, default=1.0,
                     help='burst margin of a partition in CPUs (default 1)')
+    ap.add_argument('--window', type=int, default=12,
+                    help='the headroom window in 5-minute slots (default 12: [fleet] window_s=3600)')
+    ap.add_argument('--seeds', type=int, default=1,
+                    help='repeat with seeds SEED..SEED+N-1 (other arrival orders) and sum up')
     ap.add_argument('--out', default=None, help='where the .dat and .png go')
     ap.add_argument('--model', default=None,
                     help='a program running softaffd\'s headroom model (JSON lines)')
     args = ap.parse_args()
 
     vms = load_trace(args.trace)
-    rng = random.Random(args.seed)
-    arrivals = sorted(((rng.randrange(SLOTS), vm) for vm in vms), key=lambda a: (a[0], a[1]['id']))
-    arrivals_by_id = {vm['id']: slot for slot, vm in arrivals}
 
     def model_factory(n):
         if args.model:
-            return fleet_model.ProgramModel(args.model, n, NODE_CPUS, NODE_MEM_MIB, args.margin)
-        return fleet_model.PyModel(n, NODE_CPUS, NODE_MEM_MIB, args.margin)
+            return fleet_model.ProgramModel(args.model, n, NODE_CPUS, NODE_MEM_MIB, args.margin,
+                                            args.window)
+        return fleet_model.PyModel(n, NODE_CPUS, NODE_MEM_MIB, args.margin, args.window)
 
-    print('trace: %s: %d VMs, %d vCPUs, %.0f GiB; arrivals over %d 5-min slots (seed %d)'
+    print('trace: %s: %d VMs, %d vCPUs, %.0f GiB; arrivals over %d 5-min slots'
           % (os.path.basename(args.trace), len(vms), sum(v['vcpus'] for v in vms),
-             sum(v['memory_mib'] for v in vms) / 1024, SLOTS, args.seed))
+             sum(v['memory_mib'] for v in vms) / 1024, SLOTS))
     print('fleet: %d hosts of 2 nodes x %d CPUs x %d GiB; placement ratios cpu %.1f ram %.1f; '
-          'burst margin %.1f CPU; model: %s'
+          'burst margin %.1f CPU; window %d slots; model: %s'
           % (args.hosts, NODE_CPUS, NODE_MEM_MIB // 1024, CPU_RATIO, RAM_RATIO, args.margin,
-             args.model or 'bench/fleet_model.py PyModel'))
-    results = {}
-    for name in SCENARIOS:
-        t0 = time.monotonic()
-        fleet, refused = run(name, vms, arrivals, args.hosts, model_factory)
-        results[name] = dict(figures(fleet, arrivals_by_id), refused=refused,
-                             seconds=time.monotonic() - t0)
+             args.window, args.model or 'bench/fleet_model.py PyModel'))
     print()
-    print('| scenario | hosts used | partition-minutes over capacity | partitions ever over '
+    print('| seed | scenario | hosts used | partition-minutes over capacity | partitions ever over '
           '| VMs per host (mean / min / max) | VMs refused |')
-    print('|---|---:|---:|---:|---|---:|')
-    for name, r in results.items():
-        print('| %s | %d | %d | %d | %.1f / %d / %d | %d |' % (
-            name, r['hosts'], r['over_min'], r['over_parts'], r['vms_mean'], r['vms_min'],
-            r['vms_max'], r['refused']))
-    print()
-    for name, r in results.items():
-        print('%s: %.1f s' % (name, r['seconds']))
+    print('|---:|---|---:|---:|---:|---|---:|')
+    totals = {name: [] for name in SCENARIOS}
+    first = None
+    for seed in range(args.seed, args.seed + args.seeds):
+        rng = random.Random(seed)
+        arrivals = sorted(((rng.randrange(SLOTS), vm) for vm in vms),
+                          key=lambda a: (a[0], a[1]['id']))
+        arrivals_by_id = {vm['id']: slot for slot, vm in arrivals}
+        results = {}
+        for name in SCENARIOS:
+            fleet, refused = run(name, vms, arrivals, args.hosts, model_factory)
+            results[name] = dict(figures(fleet, arrivals_by_id), refused=refused)
+            r = results[name]
+            totals[name].append(r)
+            print('| %d | %s | %d | %d | %d | %.1f / %d / %d | %d |' % (
+                seed, name, r['hosts'], r['over_min'], r['over_parts'], r['vms_mean'],
+                r['vms_min'], r['vms_max'], r['refused']), flush=True)
+        first = first or results
+    if args.seeds > 1:
+        print()
+        print('| scenario (%d seeds) | hosts used, mean | partition-minutes over capacity, mean '
+              '| seeds with fewer hosts than nova-stack | seeds with fewer over-capacity minutes '
+              'than nova-stack |' % args.seeds)
+        print('|---|---:|---:|---:|---:|')
+        base = totals.get('nova-stack')
+        for name, rs in totals.items():
+            fewer_h = sum(1 for r, b in zip(rs, base) if r['hosts'] < b['hosts'])
+            fewer_o = sum(1 for r, b in zip(rs, base) if r['over_min'] < b['over_min'])
+            print('| %s | %.1f | %.0f | %d | %d |' % (
+                name, sum(r['hosts'] for r in rs) / len(rs),
+                sum(r['over_min'] for r in rs) / len(rs), fewer_h, fewer_o))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         dat = os.path.join(args.out, 'consolidation.dat')
         with open(dat, 'w') as f:
-            f.write('# hour ' + ' '.join('%s_hosts %s_over' % (n, n) for n in results) + '\n')
+            f.write('# seed %d; hour ' % args.seed + ' '.join(
+                '%s_hosts %s_over' % (n, n) for n in first) + '\n')
             for t in range(SLOTS):
                 f.write('%.3f %s\n' % (t * SLOT_MIN / 60.0, ' '.join(
-                    '%d %d' % r['per_slot'][t][1:] for r in results.values())))
+                    '%d %d' % r['per_slot'][t][1:] for r in first.values())))
         png = os.path.join(args.out, 'consolidation.png')
-        plot(dat, png, list(results))
+        plot(dat, png, list(first))
         print('wrote %s and %s' % (dat, png))
 
 

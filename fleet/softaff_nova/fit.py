@@ -60,23 +60,31 @@ class Shape:
             self.vcpus, self.memory_mib, self.demand)
 
 
+# softaffd's floor on a learned demand per vCPU (a class seen idle still costs something).
+MIN_DEMAND_PER_VCPU = 0.05
+# Fit comparisons allow for floating-point sums, as softaffd's do.
+EPSILON = 1e-9
+
+
 def expected_demand(report, vcpus, flavor_name, default_per_vcpu):
-    """D for a VM of `vcpus` of a flavor: what the host saw for the class, else the default."""
+    """D for a VM of `vcpus` of a flavor: what the host saw for the class (at least 0.05 per
+    vCPU), else the default."""
     per_vcpu = default_per_vcpu
     if report is not None and flavor_name in report.demand_per_vcpu:
-        per_vcpu = report.demand_per_vcpu[flavor_name]
+        per_vcpu = max(MIN_DEMAND_PER_VCPU, report.demand_per_vcpu[flavor_name])
     return vcpus * per_vcpu
 
 
 def partition_fits(part, shape):
-    return shape.demand <= part.headroom_cpus and shape.memory_mib * MIB <= part.memory_bytes
+    return (shape.demand <= part.headroom_cpus + EPSILON and
+            shape.memory_mib * MIB <= part.memory_bytes)
 
 
 def partition_count(part, shape):
     """How many VMs of the shape fit the partition (the contract's floor(min(...)))."""
     if part.headroom_cpus <= 0 or part.memory_bytes <= 0:
         return 0
-    by_cpu = math.inf if shape.demand <= 0 else part.headroom_cpus / shape.demand
+    by_cpu = math.inf if shape.demand <= 0 else (part.headroom_cpus + EPSILON) / shape.demand
     by_mem = math.inf if shape.memory_mib <= 0 else part.memory_bytes / (shape.memory_mib * MIB)
     n = min(by_cpu, by_mem, float(1 << 20))  # a shape of no demand and no memory: "many"
     return int(math.floor(n))

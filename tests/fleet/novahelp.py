@@ -25,12 +25,20 @@ import softaff_nova.weigher  # noqa: E402,F401
 CELL = str(uuid.UUID(int=1))
 
 
+_overridden = []
+
+
 def configure(**groups):
-    """Load nova.conf's defaults, then set options: configure(softaff={'mode': 'pack'}, ...)."""
+    """Load nova.conf's defaults, then set options: configure(softaff={'mode': 'pack'}, ...).
+    The options set by an earlier call go back to their defaults first."""
     CONF([], project='nova', default_config_files=[], default_config_dirs=[])
+    while _overridden:
+        name, group = _overridden.pop()
+        CONF.clear_override(name, group=group)
     for group, opts in groups.items():
         for name, value in opts.items():
             CONF.set_override(name, value, group=group)
+            _overridden.append((name, group))
 
 
 def host_state(host, vcpus, memory_mb, vcpus_used=0, ram_used_mb=0, num_instances=0):
