@@ -396,12 +396,15 @@ guint sa_headroom_fit_count(const SaHeadroomPartition *parts, guint n, double de
     return (guint)MIN(sum, (guint64)MAX_FIT);
 }
 
-/* Whether a ranks before b for a VM of vcpus vCPUs and this demand and memory. */
+/* Whether a ranks before b for a VM of vcpus vCPUs and memory_bytes. */
 static bool better(const SaHeadroomPartition *a, bool a_fits, const SaHeadroomPartition *b,
-                   bool b_fits, guint vcpus)
+                   bool b_fits, guint vcpus, guint64 memory_bytes)
 {
     if (a_fits != b_fits)
         return a_fits;
+    bool a_mem = memory_bytes <= a->memory_available, b_mem = memory_bytes <= b->memory_available;
+    if (a_mem != b_mem)
+        return a_mem;
     if (fabs(a->headroom - b->headroom) > FIT_EPSILON)
         return a->headroom > b->headroom;
     double ca = (double)(a->home_vcpus + vcpus) / a->capacity;
@@ -420,7 +423,7 @@ int sa_headroom_choose(const SaHeadroomPartition *parts, guint n, const bool *el
         if ((eligible && !eligible[i]) || parts[i].capacity == 0)
             continue;
         bool f = sa_headroom_fits(&parts[i], demand, memory_bytes);
-        if (best < 0 || better(&parts[i], f, &parts[best], best_fits, vcpus)) {
+        if (best < 0 || better(&parts[i], f, &parts[best], best_fits, vcpus, memory_bytes)) {
             best = (int)i;
             best_fits = f;
         }

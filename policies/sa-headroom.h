@@ -150,8 +150,9 @@ guint sa_headroom_fit_count(const SaHeadroomPartition *parts, guint n, double de
 
 /* The partition advise recommends among those with eligible[i] (NULL: all): where the VM fits,
  * the one it leaves the most headroom on; where it fits nowhere, the one with the most headroom
- * all the same (fits false); ties by the lower commitment (home vCPUs per CPU with the VM), then
- * the lower id. -1 when none is eligible (or has CPUs). *left: headroom − demand there. */
+ * all the same (fits false), among those with the memory first; ties by the lower commitment (home
+ * vCPUs per CPU with the VM), then the lower id. -1 when none is eligible (or has CPUs). *left:
+ * headroom − demand there. */
 int sa_headroom_choose(const SaHeadroomPartition *parts, guint n, const bool *eligible, guint vcpus,
                        double demand, guint64 memory_bytes, bool *fits, double *left);
 

@@ -130,6 +130,10 @@ static void test_fit(void)
     const bool only_12[] = {false, true, true, false};
     g_assert_cmpint(sa_headroom_choose(parts, 4, only_12, 2, 2.0, GiB, &fits, &left), ==, 1);
     g_assert_true(fits);
+    /* Fits nowhere: the most headroom among those with the memory, said. */
+    g_assert_cmpint(sa_headroom_choose(parts, 4, NULL, 16, 16.0, 4 * GiB, &fits, &left), ==, 0);
+    g_assert_false(fits);
+    g_assert_cmpint(sa_headroom_choose(parts, 4, NULL, 16, 16.0, GiB, &fits, &left), ==, 3);
     /* Fits nowhere: the most headroom, said. */
     g_assert_cmpint(sa_headroom_choose(parts, 4, only_12, 4, 4.0, GiB, &fits, &left), ==, 1);
     g_assert_false(fits);
