@@ -303,9 +303,10 @@ static SaHeadroom *read_state(const char *path, guint window_s, gint64 now_ms, G
     json_tokener_free(tok);
     if (!obj || jerr != json_tokener_success) {
         json_object_put(obj);
-        const char *why = len == 0                                ? "empty"
-                          : jerr == json_tokener_continue || !obj ? "cut short"
-                                                                  : json_tokener_error_desc(jerr);
+        const char *why = len == 0                        ? "empty"
+                          : jerr == json_tokener_continue ? "cut short"
+                          : jerr != json_tokener_success  ? json_tokener_error_desc(jerr)
+                                                          : "null";
         g_set_error(error, SA_ERROR, SA_ERROR_PARSE, "%s: not JSON: %s", path, why);
         return NULL;
     }
