@@ -38,6 +38,12 @@
 #define DEFAULT_SENSING_WINDOW_US 10000
 #define SENSING_WINDOW_US_MIN 1000
 #define SENSING_WINDOW_US_MAX 1000000
+/* [fleet]: the state is saved at least every day, at most every minute. */
+#define DEFAULT_FLEET_STATE_FILE "/var/lib/softaff/headroom.json"
+#define DEFAULT_FLEET_SAVE_INTERVAL_S 300
+#define FLEET_SAVE_INTERVAL_S_MIN 60
+#define FLEET_SAVE_INTERVAL_S_MAX 86400
+#define FLEET_MAX_SHAPES 64
 
 /* Every group and key the file may have. */
 static const char *const daemon_keys[] = {
@@ -58,6 +64,8 @@ static const char *const metrics_keys[] = {"textfile", "every", NULL};
 static const char *const memory_keys[] = {"migrate", "rate_mib_s", NULL};
 static const char *const sensing_keys[] = {"mode", "wait_threshold_us", "window_us", NULL};
 static const char *const sensing_mode_names[] = {"auto", "bpf", "proc", NULL};
+static const char *const fleet_keys[] = {"window_s",   "quantile",        "shapes",
+                                         "state_file", "save_interval_s", NULL};
 /* [vm NAME] groups: one per QEMU process found over QMP. */
 #define VM_GROUP_PREFIX "vm "
 static const char *const vm_keys[] = {"mode", "preferred", "softness", NULL};
@@ -78,6 +86,7 @@ static const struct {
     {"policy", policy_keys}, {"hook", hook_keys},
     {"qmp", qmp_keys},       {"metrics", metrics_keys},
     {"memory", memory_keys}, {"sensing", sensing_keys},
+    {"fleet", fleet_keys},
 };
 
 const char *sa_manage_to_string(SaManage manage)
@@ -172,6 +181,11 @@ SaConfig *sa_config_new_default(void)
     cfg->sensing_mode = SA_SENSING_AUTO;
     cfg->sensing_threshold_us = DEFAULT_SENSING_THRESHOLD_US;
     cfg->sensing_window_us = DEFAULT_SENSING_WINDOW_US;
+    cfg->fleet_window_s = SA_HEADROOM_DEFAULT_WINDOW_S;
+    cfg->fleet_quantile = SA_HEADROOM_DEFAULT_QUANTILE;
+    cfg->fleet_shapes = g_ptr_array_new_with_free_func((GDestroyNotify)sa_shape_free);
+    cfg->fleet_state_file = g_strdup(DEFAULT_FLEET_STATE_FILE);
+    cfg->fleet_save_interval_s = DEFAULT_FLEET_SAVE_INTERVAL_S;
     return cfg;
 }
 
@@ -190,6 +204,9 @@ void sa_config_free(SaConfig *cfg)
     if (cfg->rules != NULL)
         g_ptr_array_unref(cfg->rules);
     g_free(cfg->metrics_textfile);
+    if (cfg->fleet_shapes != NULL)
+        g_ptr_array_unref(cfg->fleet_shapes);
+    g_free(cfg->fleet_state_file);
     g_free(cfg);
 }
 
@@ -357,7 +374,7 @@ static bool check_groups_and_keys(const Loader *l, GError **error)
         if (keys == NULL) {
             g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
                         "%s: [%s]: unknown group (known: daemon, partitions, policy, hook, qmp, "
-                        "metrics, memory, sensing, vm NAME, rule NAME)",
+                        "metrics, memory, sensing, fleet, vm NAME, rule NAME)",
                         l->path, *g);
             return false;
         }
@@ -514,10 +531,12 @@ static bool load_partitions(const Loader *l, SaConfig *cfg, GError **error)
     return true;
 }
 
-/* 0 < smoothing <= 1, written as a plain decimal ("0.5", ".25", "1"). */
-static bool get_smoothing(const Loader *l, double *out, GError **error)
+/* 0 < value <= 1, written as a plain decimal ("0.5", ".25", "1"); *out is left alone when the
+ * key is absent. */
+static bool get_fraction(const Loader *l, const char *group, const char *key, double *out,
+                         GError **error)
 {
-    g_autofree char *raw = get_raw(l, "policy", "smoothing");
+    g_autofree char *raw = get_raw(l, group, key);
     bool digits = false;
     bool dot = false;
     double v;
@@ -535,18 +554,22 @@ static bool get_smoothing(const Loader *l, double *out, GError **error)
         }
     }
     if (!digits) {
-        set_bad_value(error, l, "policy", "smoothing",
+        set_bad_value(error, l, group, key,
                       "not a decimal number (allowed: more than 0, at most 1)");
         return false;
     }
     v = g_ascii_strtod(raw, NULL);
     if (!(v > 0.0 && v <= 1.0)) {
-        set_bad_value(error, l, "policy", "smoothing",
-                      "out of range (allowed: more than 0, at most 1)");
+        set_bad_value(error, l, group, key, "out of range (allowed: more than 0, at most 1)");
         return false;
     }
     *out = v;
     return true;
+}
+
+static bool get_smoothing(const Loader *l, double *out, GError **error)
+{
+    return get_fraction(l, "policy", "smoothing", out, error);
 }
 
 /* Window at least a minute (the rebalance needs a long view), at most a day. */
@@ -874,6 +897,53 @@ static bool load_sensing(const Loader *l, SaConfig *cfg, GError **error)
     return true;
 }
 
+/* [fleet]: the headroom model (policies/sa-headroom.h). */
+static bool load_fleet(const Loader *l, SaConfig *cfg, GError **error)
+{
+    g_autofree char *state = NULL;
+    g_auto(GStrv) shapes = NULL;
+
+    if (!get_uint(l, "fleet", "window_s", SA_HEADROOM_WINDOW_S_MIN, SA_HEADROOM_WINDOW_S_MAX,
+                  &cfg->fleet_window_s, NULL, error) ||
+        !get_fraction(l, "fleet", "quantile", &cfg->fleet_quantile, error) ||
+        !get_uint(l, "fleet", "save_interval_s", FLEET_SAVE_INTERVAL_S_MIN,
+                  FLEET_SAVE_INTERVAL_S_MAX, &cfg->fleet_save_interval_s, NULL, error) ||
+        !get_string(l, "fleet", "state_file", &state, error) ||
+        !get_list(l, "fleet", "shapes", &shapes, error))
+        return false;
+    if (state != NULL) {
+        if (state[0] != '\0' && !check_absolute_path(l, "fleet", "state_file", state, error))
+            return false;
+        g_free(cfg->fleet_state_file);
+        cfg->fleet_state_file = state[0] != '\0' ? g_steal_pointer(&state) : NULL;
+    }
+    for (char **sh = shapes; sh != NULL && *sh != NULL; sh++) {
+        g_autoptr(GError) local = NULL;
+        if ((*sh)[0] == '\0')
+            continue;
+        SaShape *shape = sa_shape_parse(*sh, &local);
+        if (shape == NULL) {
+            set_bad_value(error, l, "fleet", "shapes", "%s", local->message);
+            return false;
+        }
+        for (guint i = 0; i < cfg->fleet_shapes->len; i++) {
+            const SaShape *other = g_ptr_array_index(cfg->fleet_shapes, i);
+            if (g_str_equal(other->name, shape->name)) {
+                set_bad_value(error, l, "fleet", "shapes", "shape '%s' given twice", shape->name);
+                sa_shape_free(shape);
+                return false;
+            }
+        }
+        if (cfg->fleet_shapes->len >= FLEET_MAX_SHAPES) {
+            set_bad_value(error, l, "fleet", "shapes", "more than %d shapes", FLEET_MAX_SHAPES);
+            sa_shape_free(shape);
+            return false;
+        }
+        g_ptr_array_add(cfg->fleet_shapes, shape);
+    }
+    return true;
+}
+
 static bool read_file(const char *path, bool explicit_path, const char *named_by, char **contents,
                       gsize *len, bool *missing, GError **error)
 {
@@ -1069,7 +1139,7 @@ SaConfig *sa_config_load(const char *path, GError **error)
               load_policy(&l, cfg, error) && load_hook(&l, cfg, error) &&
               load_qmp(&l, cfg, error) && load_metrics(&l, cfg, error) &&
               load_memory(&l, cfg, error) && load_sensing(&l, cfg, error) &&
-              load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
+              load_fleet(&l, cfg, error) && load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
     merge_clear(&m);
     return ok ? g_steal_pointer(&cfg) : NULL;
 }
@@ -1186,6 +1256,22 @@ static void put_rules(GKeyFile *kf, const SaConfig *cfg)
     }
 }
 
+static void put_fleet(GKeyFile *kf, const SaConfig *cfg)
+{
+    g_autofree char *quantile = format_plain_decimal(cfg->fleet_quantile);
+    g_autoptr(GPtrArray) shapes = g_ptr_array_new_with_free_func(g_free);
+
+    g_key_file_set_uint64(kf, "fleet", "window_s", cfg->fleet_window_s);
+    g_key_file_set_value(kf, "fleet", "quantile", quantile);
+    for (guint i = 0; cfg->fleet_shapes != NULL && i < cfg->fleet_shapes->len; i++)
+        g_ptr_array_add(shapes, sa_shape_format(g_ptr_array_index(cfg->fleet_shapes, i)));
+    g_key_file_set_string_list(kf, "fleet", "shapes", (const char *const *)shapes->pdata,
+                               shapes->len);
+    g_key_file_set_string(kf, "fleet", "state_file",
+                          cfg->fleet_state_file != NULL ? cfg->fleet_state_file : "");
+    g_key_file_set_uint64(kf, "fleet", "save_interval_s", cfg->fleet_save_interval_s);
+}
+
 char *sa_config_to_keyfile(const SaConfig *cfg)
 {
     g_autoptr(GKeyFile) kf = g_key_file_new();
@@ -1203,6 +1289,7 @@ char *sa_config_to_keyfile(const SaConfig *cfg)
     g_key_file_set_value(kf, "sensing", "mode", sa_sensing_mode_to_string(cfg->sensing_mode));
     g_key_file_set_uint64(kf, "sensing", "wait_threshold_us", cfg->sensing_threshold_us);
     g_key_file_set_uint64(kf, "sensing", "window_us", cfg->sensing_window_us);
+    put_fleet(kf, cfg);
 
     if (cfg->path != NULL)
         g_string_append_printf(read, " read: %s\n", cfg->path);

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
+#include "sa-headroom.h"
 #include "sa-policy.h"
 #include "sa-topology.h"
 
@@ -109,6 +110,13 @@ typedef struct {
     SaSensingMode sensing_mode; /* auto */
     guint sensing_threshold_us; /* wait_threshold_us, 2000; 100..100000 */
     guint sensing_window_us;    /* window_us, 10000; 1000..1000000, >= the threshold */
+    /* [fleet]: the headroom model (policies/sa-headroom.h, docs/fleet.md) */
+    guint fleet_window_s;        /* window_s, 3600; 600..86400 */
+    double fleet_quantile;       /* quantile, 0.95; 0 < q <= 1 */
+    GPtrArray *fleet_shapes;     /* shapes: SaShape*, in file order (none by default) */
+    char *fleet_state_file;      /* state_file, /var/lib/softaff/headroom.json; NULL (empty) =
+                                    not saved */
+    guint fleet_save_interval_s; /* save_interval_s, 300; 60..86400 */
 } SaConfig;
 
 SaConfig *sa_config_new_default(void);

@@ -9,7 +9,7 @@
 #include "control-json.h"
 #include "sa-error.h"
 
-static const char *const command_names[] = {"status", "show", "vm-event", "reload"};
+static const char *const command_names[] = {"status", "show", "vm-event", "reload", "headroom"};
 static const char *const event_names[] = {"prepare", "started", "stopped", "release"};
 
 const char *sa_control_command_to_string(SaControlCommand command)

@@ -12,6 +12,8 @@
  *   {"command":"vm-event","event":"prepare|started|stopped|release",
  *    "domain":"NAME","uuid":"UUID"}              from softaff-hook (root only)
  *   {"command":"reload"}                         like SIGHUP (root only)
+ *   {"command":"headroom"}                       the headroom model's histograms and inputs,
+ *                                                for `softaffctl advise` (docs/fleet.md)
  */
 #pragma once
 
@@ -28,6 +30,7 @@ typedef enum {
     SA_CONTROL_SHOW,
     SA_CONTROL_VM_EVENT,
     SA_CONTROL_RELOAD,
+    SA_CONTROL_HEADROOM,
 } SaControlCommand;
 
 typedef enum {

@@ -32,6 +32,22 @@ void sa_ctl_options_clear(SaCtlOptions *o);
 int sa_ctl_usage_error(GOptionContext *ctx, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 void sa_ctl_print_json(json_object *o);
 
+/* advise (ctl-advise.c), once its command line is checked. */
+typedef struct {
+    guint vcpus;
+    guint64 memory_bytes;
+    const SaCpuSet *allowed; /* NULL: any CPU */
+    const char *class_name;  /* its class (a [rule NAME] or flavor), for the expected demand */
+    double demand;           /* expected CPUs, < 0: from the class */
+    const char *socket_path; /* softaffd's socket, NULL: the configuration's */
+    const char *config_path; /* NULL: the default */
+    bool json;
+} SaCtlAdvise;
+
+/* Asks softaffd for its headroom history (none when it does not answer), chooses the home and
+ * prints it; an SA_CTL_* status. */
+int sa_ctl_advise_run(const SaTopology *topo, const SaCtlAdvise *a);
+
 int sa_ctl_status(int argc, char **argv);
 int sa_ctl_show(int argc, char **argv);
 int sa_ctl_top(int argc, char **argv);

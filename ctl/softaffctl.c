@@ -315,12 +315,17 @@ typedef struct {
     gint64 memory_mib;
     char *allowed_text;
     SaCpuSet *allowed;
+    char *class_name;
+    gdouble demand;
+    char *socket_path;
 } AdviseOptions;
 
 static void advise_options_clear(AdviseOptions *a)
 {
     g_free(a->allowed_text);
     sa_cpuset_free(a->allowed);
+    g_free(a->class_name);
+    g_free(a->socket_path);
 }
 
 /* Parses the command line of advise; SA_CTL_OK or the usage error's status. */
@@ -332,9 +337,19 @@ static int parse_advise_command(GOptionContext *ctx, int *argc, char ***argv, Sa
         {"memory", 'm', 0, G_OPTION_ARG_INT64, &a->memory_mib, "Guest memory in MiB", "MIB"},
         {"allowed", 'a', 0, G_OPTION_ARG_STRING, &a->allowed_text,
          "CPUs the VM may use (its <vcpu cpuset>), default all", "CPULIST"},
+        {"class", 0, 0, G_OPTION_ARG_STRING, &a->class_name,
+         "Its class (the [rule NAME] or flavor that will match it): the expected demand is the "
+         "mean per vCPU softaffd saw for it, else 1.0 per vCPU",
+         "NAME"},
+        {"demand", 0, 0, G_OPTION_ARG_DOUBLE, &a->demand,
+         "Expected demand in CPUs (instead of the class's)", "CPUS"},
+        {"socket", 's', 0, G_OPTION_ARG_FILENAME, &a->socket_path,
+         "softaffd's control socket, for its headroom history (default: from the configuration)",
+         "PATH"},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GError) error = NULL;
+    a->demand = -1;
     int rc = parse_host_command(ctx, argc, argv, o, extra, "advise");
 
     if (rc != EXIT_OK)
@@ -343,36 +358,12 @@ static int parse_advise_command(GOptionContext *ctx, int *argc, char ***argv, Sa
         return usage_error(ctx, "--vcpus %d: a VM needs 1-%d vCPUs", a->vcpus, SA_CPUSET_MAX);
     if (a->memory_mib < 0 || a->memory_mib > (G_GINT64_CONSTANT(1) << 40))
         return usage_error(ctx, "--memory %" G_GINT64_FORMAT ": not a size in MiB", a->memory_mib);
+    if (a->demand != -1 && !(a->demand >= 0 && a->demand <= a->vcpus))
+        return usage_error(ctx, "--demand %g: CPUs from 0 to the VM's vCPUs (%d)", a->demand,
+                           a->vcpus);
     if (a->allowed_text && !(a->allowed = sa_cpuset_parse(a->allowed_text, &error)))
         return usage_error(ctx, "--allowed: %s", error->message);
     return EXIT_OK;
-}
-
-static void print_advice(const SaTopology *topo, const SaAdvice *advice, bool json)
-{
-    const SaPartition *p = g_ptr_array_index(
-        topo->partitions, sa_topology_find_partition(topo, (guint)advice->partition_id));
-    g_autofree char *cpus = sa_cpuset_format(p->cpus);
-    const char *layout = sa_layout_to_string(topo->layout);
-    char nb[16];
-
-    if (json) {
-        json_object *root = json_object_new_object();
-        json_object_object_add(root, "layout", json_object_new_string(layout));
-        json_object_object_add(root, "partition", json_object_new_int(advice->partition_id));
-        json_object_object_add(root, "cpus", json_object_new_string(cpus));
-        json_object_object_add(root, "node", json_node(topo, p));
-        json_object_object_add(root, "commitment", json_object_new_double(advice->commitment));
-        json_object_object_add(root, "reason", json_object_new_string(advice->reason));
-        print_json(root);
-        return;
-    }
-    printf("partition %d (layout %s, node %s): CPUs %s\n", advice->partition_id, layout,
-           node_label(topo, p, nb, sizeof(nb)), cpus);
-    printf("metadata: <softaff:affinity xmlns:softaff=\"urn:softaff:domain:1\" "
-           "preferred=\"%d\"/>\n",
-           advice->partition_id);
-    printf("reason: %s\n", advice->reason);
 }
 
 static int cmd_advise(int argc, char **argv)
@@ -380,20 +371,24 @@ static int cmd_advise(int argc, char **argv)
     SaCtlOptions o = {0};
     AdviseOptions a = {0};
     g_autoptr(GOptionContext) ctx =
-        g_option_context_new("- recommend a home partition for a new VM");
-    g_autoptr(GError) error = NULL;
+        g_option_context_new("- recommend a home partition for a new VM, by softaffd's headroom");
     g_autoptr(SaTopology) topo = NULL;
-    SaAdvice advice = {0};
 
     int rc = parse_advise_command(ctx, &argc, &argv, &o, &a);
     if (rc == EXIT_OK)
         topo = load_topology(&o, ctx, &rc);
-    if (topo && !sa_policy_choose_home(topo, NULL, a.allowed, (guint)a.vcpus,
-                                       (guint64)a.memory_mib << 20, &advice, &error)) {
-        fprintf(stderr, "softaffctl: %s\n", error->message);
-        rc = EXIT_FAILED;
-    } else if (topo) {
-        print_advice(topo, &advice, o.json);
+    if (topo) {
+        SaCtlAdvise req = {
+            .vcpus = (guint)a.vcpus,
+            .memory_bytes = (guint64)a.memory_mib << 20,
+            .allowed = a.allowed,
+            .class_name = a.class_name,
+            .demand = a.demand,
+            .socket_path = a.socket_path,
+            .config_path = o.config_path,
+            .json = o.json,
+        };
+        rc = sa_ctl_advise_run(topo, &req);
     }
     advise_options_clear(&a);
     sa_ctl_options_clear(&o);
@@ -406,8 +401,10 @@ static void print_usage(FILE *out)
                  "Commands:\n"
                  "  partitions [--json] [--layout node|llc|custom] [--custom CPULISTS]\n"
                  "                         the host's partitions, distances and utilization\n"
-                 "  advise --vcpus N [--memory MIB] [--allowed CPULIST] [--json]\n"
-                 "                         recommend a home partition for a new VM\n"
+                 "  advise --vcpus N [--memory MIB] [--allowed CPULIST] [--class NAME]\n"
+                 "      [--demand CPUS] [--socket PATH] [--json]\n"
+                 "                         recommend a home partition for a new VM (softaffd's\n"
+                 "                         headroom history when it runs)\n"
                  "  status [--json]        every VM and partition, from softaffd\n"
                  "  show DOMAIN [--json]   one VM and its recent decisions, from softaffd\n"
                  "  set DOMAIN [--mode soft|strict|off] [--preferred ID|auto] [--softness N]\n"

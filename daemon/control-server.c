@@ -165,6 +165,8 @@ static char *handle(SaControl *ctl, Client *c)
     switch (req->command) {
     case SA_CONTROL_STATUS:
         return sa_core_status_json(ctl->core);
+    case SA_CONTROL_HEADROOM:
+        return sa_core_headroom_reply(ctl->core);
     case SA_CONTROL_SHOW: {
         char *reply = sa_core_show_json(ctl->core, req->domain, &error);
         return reply ? reply : error_reply(error->message);

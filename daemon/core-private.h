@@ -10,7 +10,10 @@
  * The control server and the metrics only read. */
 #pragma once
 
+#include <json-c/json.h>
+
 #include "core.h"
+#include "sa-headroom.h"
 #include "sa-numa.h"
 #include "sa-policy.h"
 #include "sa-sampler.h"
@@ -145,6 +148,11 @@ struct SaCore {
     gint64 started_us;
     double last_tick_cpu_ms;
     bool metrics_failing;
+
+    /* the headroom model (fleet.c) */
+    SaHeadroom *headroom;
+    gint64 headroom_saved_us; /* g_get_monotonic_time() of the last save (or the start) */
+    bool headroom_save_failing;
 
     /* actuation (actuator.c) */
     GHashTable *lanes; /* key -> SaLane* (one reference) */
@@ -319,6 +327,33 @@ bool sa_mover_status(SaMover *m, const char *key, SaMemoryStatus *out);
 /* One unit of work due at now_us (a reading, a job's plan, a chunk); false when none was due.
  * *wait_us: until the next one is due, -1 when none is planned. */
 bool sa_mover_step(SaMover *m, gint64 now_us, gint64 *wait_us);
+
+/* ---- fleet.c: the headroom model ([fleet], policies/sa-headroom.h) ---- */
+/* Wall-clock ms, the model's time. */
+gint64 sa_core_fleet_now_ms(void);
+void sa_core_fleet_init(SaCore *core);
+void sa_core_fleet_clear(SaCore *core);
+/* After the policy's tick: the owners' demand per partition, each managed VM's by class. */
+void sa_core_fleet_feed(SaCore *core, guint64 interval_ns);
+/* A reload: the histograms stay, unless window_s changed (their slots would mean other times). */
+void sa_core_fleet_reload(SaCore *core, guint old_window_s);
+/* Per partition index: capacity, home vCPUs, memory available now (reads node meminfo). */
+SaHeadroomInput *sa_core_fleet_inputs(const SaCore *core);
+/* Per partition index: the headroom at [fleet] quantile. */
+SaHeadroomPartition *sa_core_fleet_partitions(const SaCore *core, gint64 now_ms);
+/* The status's "headroom" object. */
+json_object *sa_core_fleet_json(const SaCore *core);
+/* The control socket's reply to "headroom": the inputs and the model, one line. */
+char *sa_core_headroom_reply(const SaCore *core);
+/* [fleet] state_file: writes it atomically (nothing when not set); errors name the path. */
+bool sa_core_fleet_save(SaCore *core, GError **error);
+/* From the tick: saves when save_interval_s passed since the last save (not in dry-run). */
+void sa_core_fleet_maybe_save(SaCore *core);
+/* Reads state_file into the model; SA_ERROR_NOT_FOUND when there is none; other errors (a
+ * corrupt file) name the path and leave the model as it was. */
+bool sa_core_fleet_load(SaCore *core, GError **error);
+/* softaffd's start: sa_core_fleet_load, its outcome logged (a corrupt file is a warning). */
+void sa_core_fleet_start(SaCore *core);
 
 /* ---- tick.c ---- */
 void sa_decision_free(gpointer decision);

@@ -31,6 +31,7 @@ SaCore *sa_core_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **erro
     sa_actuator_init(core);
     core->mover = sa_mover_new(&sa_mover_host_ops, NULL, cfg->memory_rate_mib_s, true);
     core->rebalance = sa_rebalance_state_new();
+    sa_core_fleet_init(core);
     /* Prime the CPU sampler so the first tick has an interval. */
     sa_stat_sampler_sample(core->stat, core->loads, NULL);
     core->last_sample_us = g_get_monotonic_time();
@@ -50,6 +51,7 @@ void sa_core_free(SaCore *core)
     sa_actuator_clear(core);
     sa_mover_free(core->mover);
     sa_rebalance_state_free(core->rebalance);
+    sa_core_fleet_clear(core);
     g_clear_pointer(&core->sorted, g_ptr_array_unref);
     g_ptr_array_unref(core->tick_vms);
     g_ptr_array_unref(core->tick_pvms);
@@ -86,6 +88,7 @@ static void reload_sensing(SaCore *core, SaSensingMode old_mode)
 void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
 {
     SaSensingMode old_mode = core->cfg->sensing_mode;
+    guint old_window_s = core->cfg->fleet_window_s;
 
     sa_config_free(core->cfg);
     sa_topology_free(core->topo);
@@ -102,6 +105,8 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
     for (guint i = 0; i < vms->len; i++)
         sa_vm_reset_policy(g_ptr_array_index(vms, i));
     reload_sensing(core, old_mode);
+    /* The headroom history is about the host's load, not the configuration: it stays. */
+    sa_core_fleet_reload(core, old_window_s);
 }
 
 const char *sa_core_sensing_mode(const SaCore *core)

@@ -195,6 +195,74 @@ static void format_partitions(GString *out, const SaCore *d)
     }
 }
 
+/* The headroom model ([fleet], docs/fleet.md; names agreed with the Nova weigher). */
+static void format_fleet(GString *out, const SaCore *d)
+{
+    if (!d->topo || !d->headroom || !d->cfg || !d->usage || d->topo->partitions->len == 0)
+        return;
+    const SaConfig *cfg = d->cfg;
+    guint np = d->topo->partitions->len;
+    gint64 now_ms = sa_core_fleet_now_ms();
+    g_autofree SaHeadroomPartition *parts = sa_core_fleet_partitions(d, now_ms);
+    double coverage = 1.0;
+
+    family(out, "softaff_headroom_cpus", GAUGE,
+           "CPUs of the partition, less the burst margin, less its owners' demand at the quantile "
+           "over the window (may be negative).");
+    for (guint i = 0; i < np; i++) {
+        g_autofree char *id = g_strdup_printf("%u", parts[i].id);
+        const Label l[] = {{"partition", id}};
+        sample_double(out, "softaff_headroom_cpus", l, G_N_ELEMENTS(l), parts[i].headroom);
+        coverage = MIN(coverage, parts[i].coverage);
+    }
+    family(out, "softaff_headroom_quantile", GAUGE,
+           "Quantile of the owners' demand the headroom is computed at ([fleet] quantile).");
+    sample_double(out, "softaff_headroom_quantile", NULL, 0, cfg->fleet_quantile);
+    family(out, "softaff_headroom_window_seconds", GAUGE,
+           "Window of the owners' demand the headroom looks back on ([fleet] window_s).");
+    sample_uint(out, "softaff_headroom_window_seconds", NULL, 0, cfg->fleet_window_s);
+    family(out, "softaff_headroom_window_coverage", GAUGE,
+           "Share 0-1 of the window with samples (the least over the partitions).");
+    sample_double(out, "softaff_headroom_window_coverage", NULL, 0, coverage);
+    family(out, "softaff_partition_memory_available_bytes", GAUGE,
+           "Memory a new VM homed on the partition can get: the node's free memory less what the "
+           "VMs homed there have not touched yet, shared among the node's partitions by CPUs.");
+    for (guint i = 0; i < np; i++) {
+        g_autofree char *id = g_strdup_printf("%u", parts[i].id);
+        const Label l[] = {{"partition", id}};
+        sample_uint(out, "softaff_partition_memory_available_bytes", l, G_N_ELEMENTS(l),
+                    parts[i].memory_available);
+    }
+    if (cfg->fleet_shapes && cfg->fleet_shapes->len > 0) {
+        family(out, "softaff_fit_vms", GAUGE,
+               "How many more VMs of a [fleet] shapes entry fit on the host.");
+        for (guint s = 0; s < cfg->fleet_shapes->len; s++) {
+            const SaShape *shape = g_ptr_array_index(cfg->fleet_shapes, s);
+            double demand = sa_headroom_expected_demand(d->headroom, now_ms, shape->class_name,
+                                                        shape->vcpus, NULL);
+            g_autofree char *vcpus = g_strdup_printf("%u", shape->vcpus);
+            g_autofree char *mib = g_strdup_printf("%" G_GUINT64_FORMAT, shape->memory_mib);
+            const Label l[] = {{"shape", shape->name}, {"vcpus", vcpus}, {"memory_mib", mib}};
+            sample_uint(out, "softaff_fit_vms", l, G_N_ELEMENTS(l),
+                        sa_headroom_fit_count(parts, np, demand, shape->memory_mib << 20));
+        }
+    }
+    g_auto(GStrv) classes = sa_headroom_classes(d->headroom);
+    bool header = false;
+    for (char **c = classes; *c; c++) {
+        double per;
+        if (!sa_headroom_class_per_vcpu(d->headroom, now_ms, *c, &per))
+            continue;
+        if (!header)
+            family(out, "softaff_headroom_demand_per_vcpu", GAUGE,
+                   "Mean CPUs per vCPU the VMs of a class (their [rule] or flavor) wanted over "
+                   "about the window.");
+        header = true;
+        const Label l[] = {{"class", *c}};
+        sample_double(out, "softaff_headroom_demand_per_vcpu", l, G_N_ELEMENTS(l), per);
+    }
+}
+
 /* One per-VM family with the labels domain and uuid. */
 typedef enum {
     VM_VCPUS,
@@ -387,6 +455,7 @@ char *sa_metrics_format(const SaCore *d)
     g_autoptr(GPtrArray) vms = sa_core_sorted_vms(d);
     format_daemon(out, d, vms);
     format_partitions(out, d);
+    format_fleet(out, d);
     format_vms(out, vms);
     for (MemMetric k = MEM_RATIO; k <= MEM_PENDING; k++)
         format_memory_metric(out, d, vms, k);

@@ -10,6 +10,14 @@
  *   softaff_partition_cpus{partition}                    gauge, online CPUs
  *   softaff_partition_busy_cpus{partition,load}          gauge, load = owners|visitors|unmanaged
  *   softaff_partition_home_vcpus{partition}              gauge, vCPUs homed there
+ *   softaff_headroom_cpus{partition}                     gauge, CPUs − margin − owners' demand
+ *                                                        at the quantile over the window
+ *   softaff_headroom_quantile                            gauge, [fleet] quantile
+ *   softaff_headroom_window_seconds                      gauge, [fleet] window_s
+ *   softaff_headroom_window_coverage                     gauge 0-1, least over the partitions
+ *   softaff_partition_memory_available_bytes{partition}  gauge, memory a new VM there can get
+ *   softaff_fit_vms{shape,vcpus,memory_mib}              gauge, VMs of a [fleet] shape that fit
+ *   softaff_headroom_demand_per_vcpu{class}              gauge, mean per vCPU of a class seen
  *   softaff_vm_info{domain,uuid,status,mode[,rule]}      1 (rule: the [rule] that applied)
  *   softaff_vm_vcpus{domain,uuid}                        gauge
  *   softaff_vm_home_partition{domain,uuid}               gauge (managed VMs with a home only)

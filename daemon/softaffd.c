@@ -108,6 +108,19 @@ static void stopped_cb(gpointer data)
     g_main_loop_quit(app->loop);
 }
 
+/* The headroom history survives a restart ([fleet] state_file); a dry run writes nothing. */
+static void save_headroom(App *app)
+{
+    g_autoptr(GError) error = NULL;
+    const char *path = sa_core_config(app->core)->fleet_state_file;
+    if (!path || app->core->dry_run)
+        return;
+    if (sa_core_fleet_save(app->core, &error))
+        g_info("fleet: headroom history saved to %s", path);
+    else
+        g_warning("fleet: saving the headroom: %s", error->message);
+}
+
 static gboolean on_sigterm(gpointer data)
 {
     App *app = data;
@@ -120,6 +133,7 @@ static gboolean on_sigterm(gpointer data)
     app->tick_source = 0;
     g_info("terminating: restoring every VM softaff changed (at most %u ms)",
            sa_core_config(app->core)->stop_timeout_ms);
+    save_headroom(app);
     sa_core_shutdown(app->core, stopped_cb, app);
     return G_SOURCE_CONTINUE;
 }
@@ -283,6 +297,7 @@ static bool create_core(App *app, const Options *o)
         g_critical("%s", error->message);
         return false;
     }
+    sa_core_fleet_start(app->core);
     /* --once decides once: no main loop to hear events. */
     if (!o->once && !sa_core_start_sensing(app->core, &error)) {
         g_critical("%s", error->message);

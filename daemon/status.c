@@ -333,6 +333,7 @@ char *sa_core_status_json(SaCore *core)
     for (guint p = 0; p < core->topo->partitions->len; p++)
         json_object_array_add(parts, partition_json(core, p, vms));
     json_object_object_add(root, "partitions", parts);
+    json_object_object_add(root, "headroom", sa_core_fleet_json(core));
     return to_line(root);
 }
 

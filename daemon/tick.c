@@ -223,6 +223,7 @@ void sa_core_tick(SaCore *core)
 
     GPtrArray *managed = sample_managed(core);
     run_policy(core, interval_ns, now);
+    sa_core_fleet_feed(core, interval_ns);
     rebalance(core, now);
     for (guint i = 0; i < managed->len; i++)
         account_vm(core, g_ptr_array_index(managed, i), interval_ns);
@@ -232,6 +233,7 @@ void sa_core_tick(SaCore *core)
     }
     sa_core_sense_update(core);
     write_metrics(core);
+    sa_core_fleet_maybe_save(core);
     core->last_tick_cpu_ms = process_cpu_ms() - cpu0;
 }
 

@@ -115,9 +115,11 @@ void sa_policy_vm_clear(SaPolicyVm *vm);
 
 /* Per partition (indexed like topo->partitions), in CPUs (1.0 = one CPU fully busy). */
 typedef struct {
-    double owners;    /* home VMs' vCPUs */
-    double visitors;  /* vCPUs of VMs homed elsewhere */
-    double unmanaged; /* everything else (counted as owner load) */
+    double owners;       /* home VMs' vCPUs */
+    double visitors;     /* vCPUs of VMs homed elsewhere */
+    double unmanaged;    /* everything else (counted as owner load) */
+    double owner_demand; /* what the owners wanted: owners + unmanaged + their wait (the
+                            headroom model's input, policies/sa-headroom.h) */
     guint n_owner_vms;
     guint owner_vcpus; /* vCPUs homed here (commitment) */
 } SaPartitionUsage;

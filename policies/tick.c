@@ -1169,6 +1169,7 @@ static void report_usage(const Tick *t, SaPartitionUsage *usage)
             .owners = t->owners[p],
             .visitors = t->visitors[p],
             .unmanaged = t->unmanaged[p],
+            .owner_demand = t->owner_demand[p],
             .n_owner_vms = t->owner_vms[p],
             .owner_vcpus = t->committed[p],
         };

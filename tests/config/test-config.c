@@ -105,6 +105,11 @@ static void assert_defaults(const SaConfig *cfg)
     g_assert_cmpint(cfg->sensing_mode, ==, SA_SENSING_AUTO);
     g_assert_cmpuint(cfg->sensing_threshold_us, ==, 2000);
     g_assert_cmpuint(cfg->sensing_window_us, ==, 10000);
+    g_assert_cmpuint(cfg->fleet_window_s, ==, 3600);
+    g_assert_cmpfloat(cfg->fleet_quantile, ==, 0.95);
+    g_assert_cmpuint(cfg->fleet_shapes->len, ==, 0);
+    g_assert_cmpstr(cfg->fleet_state_file, ==, "/var/lib/softaff/headroom.json");
+    g_assert_cmpuint(cfg->fleet_save_interval_s, ==, 300);
 }
 
 static void test_defaults(void)
@@ -210,6 +215,12 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "#mode=auto",
         "#wait_threshold_us=2000",
         "#window_us=10000",
+        "[fleet]",
+        "#window_s=3600",
+        "#quantile=0.95",
+        "#shapes=",
+        "#state_file=/var/lib/softaff/headroom.json",
+        "#save_interval_s=300",
     };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         if (strstr(text, keys[i]) == NULL)
@@ -357,7 +368,7 @@ static const struct {
     /* unknown groups and keys */
     {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
      "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
-     "sensing, vm NAME, rule NAME)"},
+     "sensing, fleet, vm NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms, rebalance, rebalance_window_ms, rebalance_max_moves_per_hour)"},
@@ -517,7 +528,34 @@ static const struct {
      "@: [rule  a]: rule \"a\" configured twice"},
     {"[rules a]\nmatch_name=a\n", SA_ERROR_CONFIG,
      "@: [rules a]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
-     "sensing, vm NAME, rule NAME)"},
+     "sensing, fleet, vm NAME, rule NAME)"},
+    /* [fleet] */
+    {"[fleet]\nwindow_s=60\n", SA_ERROR_CONFIG,
+     "@: [fleet] window_s=60: out of range (allowed: 600-86400)"},
+    {"[fleet]\nquantile=95\n", SA_ERROR_CONFIG,
+     "@: [fleet] quantile=95: out of range (allowed: more than 0, at most 1)"},
+    {"[fleet]\nquantile=p95\n", SA_ERROR_CONFIG,
+     "@: [fleet] quantile=p95: not a decimal number (allowed: more than 0, at most 1)"},
+    {"[fleet]\nshapes=small:2\n", SA_ERROR_CONFIG,
+     "@: [fleet] shapes=small:2: shape 'small:2': expected NAME:VCPUS:MEMORY_MIB[:CLASS]"},
+    {"[fleet]\nshapes=small:2:4096;large:0:32768\n", SA_ERROR_CONFIG,
+     "@: [fleet] shapes=small:2:4096;large:0:32768: shape 'large:0:32768': vCPUs '0' not a "
+     "number 1-4096"},
+    {"[fleet]\nshapes=small:2:4G\n", SA_ERROR_CONFIG,
+     "@: [fleet] shapes=small:2:4G: shape 'small:2:4G': memory '4G' not a size in MiB "
+     "(1-1073741824)"},
+    {"[fleet]\nshapes=a b:2:4096\n", SA_ERROR_CONFIG,
+     "@: [fleet] shapes=a b:2:4096: shape 'a b:2:4096': a name or class is letters, digits, "
+     "'_', '-' or '.'"},
+    {"[fleet]\nshapes=small:2:4096;small:4:8192\n", SA_ERROR_CONFIG,
+     "@: [fleet] shapes=small:2:4096;small:4:8192: shape 'small' given twice"},
+    {"[fleet]\nstate_file=headroom.json\n", SA_ERROR_CONFIG,
+     "@: [fleet] state_file=headroom.json: not an absolute path"},
+    {"[fleet]\nsave_interval_s=5\n", SA_ERROR_CONFIG,
+     "@: [fleet] save_interval_s=5: out of range (allowed: 60-86400)"},
+    {"[fleet]\nwindow=3600\n", SA_ERROR_CONFIG,
+     "@: [fleet] window=3600: unknown key (known in [fleet]: window_s, quantile, shapes, "
+     "state_file, save_interval_s)"},
     /* [metrics] */
     {"[metrics]\ntextfile=softaff.prom\n", SA_ERROR_CONFIG,
      "@: [metrics] textfile=softaff.prom: not an absolute path"},
@@ -813,7 +851,7 @@ static void test_dropin_errors(Fixture *f, gconstpointer data)
         {"[policy]\nsoftness=1\nsoftness=2\n",
          "@: [policy] softness=2: key given more than once in [policy]"},
         {"[polcy]\nsoftness=1\n", "@: [polcy]: unknown group (known: daemon, partitions, policy, "
-                                  "hook, qmp, metrics, memory, sensing, vm "
+                                  "hook, qmp, metrics, memory, sensing, fleet, vm "
                                   "NAME, rule NAME)"},
         {"softness=1\n", "@: Key file does not start with a group"},
         {"[vm web]\nmode=hard\n", "@: [vm web] mode=hard: not one of soft, strict, off"},
@@ -1099,6 +1137,50 @@ static void test_sensing(Fixture *f, gconstpointer data)
         strstr(text, "\n[sensing]\nmode=auto\nwait_threshold_us=100\nwindow_us=1000\n"));
 }
 
+/* [fleet]: defaults, every key, shapes with and without a class, a round trip. */
+static void test_fleet(Fixture *f, gconstpointer data)
+{
+    g_autoptr(SaConfig) defaults = sa_config_new_default();
+    g_assert_cmpuint(defaults->fleet_window_s, ==, 3600);
+    g_assert_cmpfloat(defaults->fleet_quantile, ==, 0.95);
+    g_assert_cmpuint(defaults->fleet_shapes->len, ==, 0);
+    g_assert_cmpstr(defaults->fleet_state_file, ==, "/var/lib/softaff/headroom.json");
+    g_assert_cmpuint(defaults->fleet_save_interval_s, ==, 300);
+
+    g_autofree char *path = write_conf(f, "fleet.conf",
+                                       "[fleet]\nwindow_s=600\nquantile=.5\n"
+                                       "shapes= small:2:4096 ; large:8:32768:m1.large;\n"
+                                       "state_file=/tmp/x/headroom.json\nsave_interval_s=60\n",
+                                       -1);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg->fleet_window_s, ==, 600);
+    g_assert_cmpfloat(cfg->fleet_quantile, ==, 0.5);
+    g_assert_cmpuint(cfg->fleet_shapes->len, ==, 2);
+    const SaShape *small = g_ptr_array_index(cfg->fleet_shapes, 0);
+    const SaShape *large = g_ptr_array_index(cfg->fleet_shapes, 1);
+    g_assert_cmpstr(small->name, ==, "small");
+    g_assert_cmpuint(small->vcpus, ==, 2);
+    g_assert_cmpuint(small->memory_mib, ==, 4096);
+    g_assert_cmpstr(small->class_name, ==, "small");
+    g_assert_cmpstr(large->class_name, ==, "m1.large");
+    g_assert_cmpstr(cfg->fleet_state_file, ==, "/tmp/x/headroom.json");
+    g_assert_cmpuint(cfg->fleet_save_interval_s, ==, 60);
+    g_autofree char *text = sa_config_to_keyfile(cfg);
+    g_assert_nonnull(strstr(text, "\n[fleet]\nwindow_s=600\nquantile=0.5\n"
+                                  "shapes=small:2:4096;large:8:32768:m1.large;\n"
+                                  "state_file=/tmp/x/headroom.json\nsave_interval_s=60\n"));
+    assert_round_trip(f, path, "copy-fleet.conf");
+
+    /* An empty state_file: not saved. */
+    g_autofree char *off = write_conf(f, "fleet-off.conf", "[fleet]\nstate_file=\n", -1);
+    g_autoptr(SaConfig) c2 = sa_config_load(off, &error);
+    g_assert_no_error(error);
+    g_assert_null(c2->fleet_state_file);
+    assert_round_trip(f, off, "copy-fleet-off.conf");
+}
+
 static void test_to_keyfile(Fixture *f, gconstpointer data)
 {
     /* Every key set; the merged main file and drop-ins, with rules and VMs. */
@@ -1200,6 +1282,7 @@ int main(int argc, char **argv)
     ADD("/config/rule-merge", test_rule_merge);
     ADD("/config/rule-host-check", test_rule_host_check);
     ADD("/config/to-keyfile", test_to_keyfile);
+    ADD("/config/fleet", test_fleet);
     g_test_add_func("/config/data-bad-files", test_data_bad_files);
 
     return g_test_run();

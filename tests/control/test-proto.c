@@ -67,7 +67,7 @@ static const BadCase bad_cases[] = {
     {"{\"command\":\"show\",\"domain\":\"a\\u0000b\"}", -1, SA_ERROR_PARSE,
      "request member \"domain\" must be a non-empty UTF-8 string of at most 1024 bytes"},
     {"{\"command\":\"dance\"}", -1, SA_ERROR_PARSE,
-     "unknown command \"dance\" (known: status, show, vm-event, reload)"},
+     "unknown command \"dance\" (known: status, show, vm-event, reload, headroom)"},
     {"{\"command\":\"status\",\"domain\":\"a\"}", -1, SA_ERROR_PARSE,
      "command \"status\" takes no member \"domain\""},
     {"{\"command\":\"status\",\"verbose\":true}", -1, SA_ERROR_PARSE,

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get("SOFTAFF_TEST_DATA", os.path.join(HERE, "..", "data"))
@@ -82,6 +83,27 @@ def show_reply(name):
     return {"ok": False, "error": "no VM named '%s'" % name}
 
 
+def headroom_reply():
+    """A "headroom" reply as softaffd gives it (daemon/fleet.c) for the epyc-4n-2llc node layout
+    (4 partitions of 16 CPUs, bins of 0.25 CPU): an hour of owners' demand at 12.25 CPUs on
+    partition 0, 5.25 on 1, 0.25 on 2 (which has 1 GiB free), 2.25 on 3; class "web" wanted
+    0.5 CPU per vCPU."""
+    now = int(time.time() * 1000)
+    slot = now // 60000
+    bins = {0: 48, 1: 20, 2: 0, 3: 8}
+    parts, inputs = [], []
+    for pid, b in bins.items():
+        parts.append({"id": pid, "capacity": 16,
+                      "slots": [{"slot": slot - k, "bins": [[b, 60000]]} for k in range(60)]})
+        inputs.append({"id": pid, "capacity": 16, "home_vcpus": 4,
+                       "memory_available_bytes": (1 if pid == 2 else 16) << 30})
+    model = {"version": 1, "window_s": 3600, "slot_ms": 60000, "partitions": parts,
+             "classes": [{"name": "web", "used_ms": 1000000.0, "vcpu_ms": 2000000.0,
+                          "at_ms": now}]}
+    return {"ok": True, "now_ms": now, "quantile": 0.95, "window_s": 3600,
+            "partitions": inputs, "model": model}
+
+
 class FakeDaemon:
     """Listens on SOCK like softaffd, answers status and show from the tables above; in mode
     'garbage' it answers every request with a line that is not JSON."""
@@ -106,6 +128,8 @@ class FakeDaemon:
             return b"<html>\n"
         if req["command"] == "status":
             return json.dumps(STATUS).encode() + b"\n"
+        if req["command"] == "headroom":
+            return json.dumps(headroom_reply()).encode() + b"\n"
         return json.dumps(show_reply(req["domain"])).encode() + b"\n"
 
     def loop(self):
@@ -329,12 +353,53 @@ def test_advise():
     j = json.loads(out)
     check(rc == 0 and (j["partition"], j["node"], j["cpus"]) == (2, 1, "8-11,40-43"), j)
     check(lines[2] == "reason: " + j["reason"], (lines, j))
+    check(j["history"] is False and j["history_source"].startswith("none: ") and
+          SOCK in j["history_source"], j)
+    check(lines[3].startswith("history: none: "), lines)
     for args, code, needle in ((["--vcpus", "0"], 2, "a VM needs"),
+                               (["--vcpus", "2", "--demand", "3"], 2, "--demand 3"),
                                (["--vcpus", "2", "--memory", "-1"], 2, "not a size in MiB"),
                                (["--vcpus", "2", "--allowed", "x"], 2, "--allowed"),
                                (["--vcpus", "2", "--allowed", "200-300"], 1, "200-300")):
         rc, out, err = run("advise", *args)
         check(rc == code and needle in err, "%s: %d %r" % (args, rc, err))
+
+
+def test_advise_headroom():
+    """advise by softaffd's histograms: the fitting partition with the most headroom left."""
+    with FakeDaemon() as d:
+        rc, out, err = run("advise", "--vcpus", "4", "--memory", "4096", "--json")
+        j = json.loads(out)
+        check(rc == 0 and err == "", "%d %r" % (rc, err))
+        check(d.requests[-1] == {"command": "headroom"}, d.requests)
+        check(j["history"] is True and j["history_source"] == "softaffd (%s)" % SOCK, j)
+        # Headroom 16 - 1.6 - p95: 2.15, 9.15, 14.15 (1 GiB: no room), 12.15.
+        heads = [round(p["headroom"], 6) for p in j["partitions"]]
+        check(heads == [2.15, 9.15, 14.15, 12.15], heads)
+        check((j["partition"], j["fits"], j["demand"], j["demand_learned"]) == (3, True, 4.0, False),
+              j)
+        check(abs(j["headroom_left"] - 8.15) < 1e-9, j)
+        check(abs(j["partitions"][0]["coverage"] - 1.0) < 1e-9, j)
+        # The class's mean: 0.5 per vCPU.
+        rc, out, err = run("advise", "--vcpus", "4", "--memory", "4096", "--class", "web",
+                           "--json")
+        j = json.loads(out)
+        check((j["partition"], j["demand"], j["demand_learned"]) == (3, 2.0, True), j)
+        # Only partition 1's CPUs allowed.
+        rc, out, err = run("advise", "--vcpus", "4", "--allowed", "8-15", "--json")
+        j = json.loads(out)
+        check((j["partition"], j["fits"]) == (1, True) and abs(j["headroom_left"] - 5.15) < 1e-9,
+              j)
+        # Too big for any: the most headroom all the same, said.
+        rc, out, err = run("advise", "--vcpus", "16", "--memory", "4096")
+        lines = out.splitlines()
+        check(rc == 0 and lines[0].startswith("partition 3 "), out)
+        check(lines[2].startswith("reason: fits nowhere"), lines)
+        check(lines[3] == "history: softaffd (%s)" % SOCK, lines)
+        # softaffd's partitions are not these: no history.
+        rc, out, err = run("advise", "--vcpus", "4", "--layout", "llc", "--json")
+        j = json.loads(out)
+        check(j["history"] is False and "differ" in j["history_source"], j)
 
 
 def test_set_through_libvirt_test_driver():

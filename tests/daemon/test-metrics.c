@@ -50,11 +50,19 @@ static SaCore *test_daemon_new(void)
     SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
     g_assert_no_error(error);
     g_assert_cmpuint(topo->partitions->len, ==, 4);
-    SaCore *d = sa_core_new(sa_config_new_default(), topo, FALSE, &error);
+    SaConfig *cfg = sa_config_new_default();
+    g_ptr_array_add(cfg->fleet_shapes, sa_shape_parse("small:2:4096", &error));
+    g_assert_no_error(error);
+    SaCore *d = sa_core_new(cfg, topo, FALSE, &error);
     g_assert_no_error(error);
     d->usage[1] = (SaPartitionUsage){
         .owners = 3.5, .visitors = 0.25, .unmanaged = 1.0, .n_owner_vms = 1, .owner_vcpus = 4};
     d->usage[2].visitors = 2.0;
+    /* The headroom model: a minute of owners' demand, and a class seen. */
+    d->usage[1].owner_demand = 4.75;
+    for (guint t = 0; t < 60; t++)
+        sa_core_fleet_feed(d, G_GUINT64_CONSTANT(1000000000));
+    sa_headroom_feed_class(d->headroom, sa_core_fleet_now_ms(), 1000, "m1.small", 1.0, 2);
     d->ticks = 1234;
     d->started_us = G_GINT64_CONSTANT(1700000000500000);
     d->last_tick_cpu_ms = 1.5;
