@@ -20,7 +20,7 @@ objects.register_all()
 CONF = nova.conf.CONF
 
 import softaff_nova.filter  # noqa: E402,F401  (registers [softaff])
-import softaff_nova.weigher  # noqa: E402,F401
+import softaff_nova.weigher  # noqa: E402,F401  (registers [softaff] too)
 
 CELL = str(uuid.UUID(int=1))
 

@@ -12,8 +12,9 @@ Checks: pack and spread ranks; the filter refuses busy and nomem when enabled, p
 not; a flavor's own demand per vCPU; one query per request; stale data (an exporter stopped, a
 textfile not rewritten, a short window) counts as unknown; a stopped (SIGSTOP) or ended
 Prometheus leaves scheduling working, fast and neutral, and is logged once.
-With SOFTAFF_FLEET_SOFTAFFD=PATH the textfiles come from real softaffd instances (see
-softaffd_hosts.py) instead of being written in the contract's shape by this test."""
+The textfiles are written here in the shape of softaffd's (the metrics of docs/fleet.md), so
+that each host's headroom is exact; test-nova-softaffd.py has real softaffd instances write
+them."""
 
 import logging
 import os
@@ -104,17 +105,9 @@ def main():
         for name in HOSTS:
             exporters[name] = promlib.NodeExporter(workdir, name)
             procs.append(exporters[name])
-        hosts = None
-        if os.environ.get('SOFTAFF_FLEET_SOFTAFFD'):
-            import softaffd_hosts
-            hosts = softaffd_hosts.start(os.environ['SOFTAFF_FLEET_SOFTAFFD'], workdir,
-                                         {n: exporters[n] for n, p in HOSTS.items() if p},
-                                         {n: p for n, p in HOSTS.items() if p})
-            procs.extend(hosts)
-        else:
-            for name, parts in HOSTS.items():
-                if parts:
-                    promlib.write_textfile(exporters[name], promlib.contract_textfile(parts))
+        for name, parts in HOSTS.items():
+            if parts:
+                promlib.write_textfile(exporters[name], promlib.contract_textfile(parts))
         prom = promlib.Prometheus(workdir, exporters.values())
         procs.append(prom)
         promlib.wait_for('every host scraped', lambda: len(
@@ -170,14 +163,13 @@ def main():
         passed = sorted(h.host for h in sched_nf.filter(host_states(), spec))
         check(passed == sorted(HOSTS), 'filter not enabled: every host passes (%s)' % passed)
 
-        if hosts is None:
-            # The flavor's own demand as the host saw it: 0.25 CPU per vCPU fits busy's 1.0.
-            promlib.write_textfile(exporters['busy'], promlib.contract_textfile(
-                HOSTS['busy'], demand={'m1.small': 0.25}))
-            sched = configure(prom.url, 'pack')
-            check(wait_until('busy to fit m1.small at its demand', lambda: 'busy' in [
-                h.host for h in sched.filter(host_states(), spec)]),
-                'a flavor that idles on busy (0.25 CPU per vCPU) fits it')
+        # The flavor's own demand as the host saw it: 0.25 CPU per vCPU fits busy's 1.0.
+        promlib.write_textfile(exporters['busy'], promlib.contract_textfile(
+            HOSTS['busy'], demand={'m1.small': 0.25}))
+        sched = configure(prom.url, 'pack')
+        check(wait_until('busy to fit m1.small at its demand', lambda: 'busy' in [
+            h.host for h in sched.filter(host_states(), spec)]),
+            'a flavor that idles on busy (0.25 CPU per vCPU) fits it')
 
         # Stale data counts as unknown (neutral, passes the filter), not as empty.
         sched = configure(prom.url, 'pack')
@@ -186,26 +178,18 @@ def main():
                          fit.WEIGHT_UNKNOWN), 'an exporter that stopped: its host is unknown (0.5)')
         check('busy' in [h.host for h in sched.filter(host_states(), spec)],
               'an exporter that stopped: its host passes the filter')
-        if hosts is None:
-            # softaffd stopped, node_exporter serves its last textfile: too old.
-            promlib.write_textfile(exporters['nomem'], promlib.contract_textfile(HOSTS['nomem']),
-                                   mtime=time.time() - 600)
-        else:
-            hosts_by_name = {h.name: h for h in hosts}
-            hosts_by_name['nomem'].stop()
-            old = time.time() - 600
-            for f in os.listdir(exporters['nomem'].textfile_dir):
-                os.utime(os.path.join(exporters['nomem'].textfile_dir, f), (old, old))
+        # softaffd stopped, node_exporter serves its last textfile: too old.
+        promlib.write_textfile(exporters['nomem'], promlib.contract_textfile(HOSTS['nomem']),
+                               mtime=time.time() - 600)
         check(wait_until('nomem to be unknown', lambda: softaff_weights(sched, spec)['nomem'] ==
                          fit.WEIGHT_UNKNOWN),
               'a textfile 600 s old (softaffd stopped): its host is unknown (0.5)')
-        if hosts is None:
-            promlib.write_textfile(exporters['loose'], promlib.contract_textfile(
-                HOSTS['loose'], coverage=0.1))
-            check(wait_until('loose to be unknown', lambda: softaff_weights(sched, spec)['loose']
-                             == fit.WEIGHT_UNKNOWN),
-                  'a window 10% covered: its host is unknown (0.5)')
-            promlib.write_textfile(exporters['loose'], promlib.contract_textfile(HOSTS['loose']))
+        promlib.write_textfile(exporters['loose'], promlib.contract_textfile(
+            HOSTS['loose'], coverage=0.1))
+        check(wait_until('loose to be unknown', lambda: softaff_weights(sched, spec)['loose']
+                         == fit.WEIGHT_UNKNOWN),
+              'a window 10% covered: its host is unknown (0.5)')
+        promlib.write_textfile(exporters['loose'], promlib.contract_textfile(HOSTS['loose']))
         check(softaff_weights(sched, spec)['tight'] > 0.9, 'tight is still known and fits')
 
         # A stopped Prometheus (SIGSTOP: it accepts, never answers) and an ended one.
