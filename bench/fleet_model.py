@@ -10,10 +10,8 @@ PyModel is a Python stand-in of softaffd's model, with the fit rule of docs/oper
   (homed vCPUs / CPUs, as softaffd's choose_home), then more free memory, then the lower id;
   where it fits none, on the lowest commitment among all.
 
-ProgramModel runs softaffd's own model as a program: it writes one JSON object a line to its
-stdin ({"op": "add_vm", ...} and {"op": "reports", "slot": T}) and reads one JSON line back for
-each "reports": {"HOST": {"partitions": {"P": [headroom_cpus, memory_bytes, cpus]},
-"demand_per_vcpu": {"CLASS": x}, "homes": {"VMID": P}}}.
+CModel runs softaffd's own model (policies/headroom.c through bench/bench-headroom, one process
+per host); PyModel is what the benchmark used before that program existed, kept to compare.
 """
 
 import json
@@ -73,10 +71,8 @@ class PyModel:
         return fit.HostReport(parts, self._classes(host, slot))
 
     def reports(self, slot):
-        """Reports of the hosts whose window is covered enough ([softaff] min_coverage 0.25):
-        the others are unknown, as the weigher sees them through Prometheus."""
-        if min(1.0, slot / self.window) < 0.25:
-            return {}
+        """Every host's report: their softaffd ran before the day began (idle: no owners'
+        demand), so each window is covered from the first slot."""
         return {h: self.report(h, slot) for h in self.homes}
 
     def add_vm(self, host, vm, slot):
@@ -95,39 +91,82 @@ class PyModel:
         homes[home].append(vm)
 
 
-class ProgramModel:
-    """softaffd's model as a program speaking JSON lines (see the module's docstring)."""
+class CModel:
+    """softaffd's own model: one bench/bench-headroom process per host (its protocol is at the
+    top of bench/bench-headroom.c). Each host is fed its homed VMs' demand step by step up to
+    the slot asked for; a new VM is homed where the model's fit says advise would home one of
+    its flavor, else on the partition with the most memory available."""
 
-    def __init__(self, program, n_hosts, node_cpus, node_mem_mib, margin, window=WINDOW):
-        self.proc = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
-        self.vms = {}
-        self.homes = {'host%02d' % i: {0: [], 1: []} for i in range(n_hosts)}
-        self._send({'op': 'fleet', 'hosts': sorted(self.homes), 'node_cpus': node_cpus,
-                    'node_memory_mib': node_mem_mib, 'margin': margin, 'window_slots': window,
-                    'quantile': QUANTILE})
+    def __init__(self, program, n_hosts, node_cpus, node_mem_mib, shapes, window_s):
+        self.procs = {}
+        self.homes = {}
+        self.fed = {}
+        self.last = {}
+        self.arrival = {}
+        first = {'partitions': [{'id': 0, 'cpus': node_cpus, 'node': 0},
+                                {'id': 1, 'cpus': node_cpus, 'node': 1}],
+                 'nodes': [{'id': 0, 'memory_mib': node_mem_mib},
+                           {'id': 1, 'memory_mib': node_mem_mib}],
+                 'window_s': window_s, 'quantile': QUANTILE,
+                 'shapes': [{'name': n, 'vcpus': v, 'memory_mib': m, 'class': n}
+                            for n, v, m in shapes]}
+        for i in range(n_hosts):
+            h = 'host%02d' % i
+            self.procs[h] = subprocess.Popen([program], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, text=True, bufsize=1)
+            self.homes[h] = {0: [], 1: []}
+            answer = self._ask(h, first)
+            if not answer.get('ok'):
+                raise RuntimeError('%s: %s' % (program, answer))
+            # The host ran idle before the day: one empty step.
+            self.last[h] = self._ask(h, {'t': 0, 'step_s': 300, 'vms': []})
+            self.fed[h] = 0
 
-    def _send(self, obj):
-        self.proc.stdin.write(json.dumps(obj) + '\n')
+    def _ask(self, host, obj):
+        p = self.procs[host]
+        p.stdin.write(json.dumps(obj) + '\n')
+        line = p.stdout.readline()
+        if not line:
+            raise RuntimeError('bench-headroom for %s ended' % host)
+        return json.loads(line)
 
-    def add_vm(self, host, vm, slot):
-        self.vms[vm['id']] = vm
-        self._send({'op': 'add_vm', 'host': host, 'slot': slot, 'id': vm['id'],
-                    'vcpus': vm['vcpus'], 'memory_mib': vm['memory_mib'], 'class': vm['flavor'],
-                    'demand': vm['demand']})
+    def _feed(self, host, slot):
+        while self.fed[host] < slot:
+            t = self.fed[host]
+            vms = [{'partition': p, 'vcpus': v['vcpus'], 'memory_mib': v['memory_mib'],
+                    'demand': v['demand'][t], 'class': v['flavor']}
+                   for p, owners in self.homes[host].items() for v in owners
+                   if self.arrival[v['id']] <= t]
+            self.last[host] = self._ask(host, {'t': (t + 1) * 300, 'step_s': 300, 'vms': vms})
+            self.fed[host] += 1
+
+    def report(self, host, slot):
+        self._feed(host, slot)
+        a = self.last[host]
+        parts = {p['id']: fit.Partition(p['headroom'], p['memory_available_mib'] * MIB,
+                                        p['capacity']) for p in a['partitions']}
+        demand = {f['shape']: f['demand'] / f['vcpus'] for f in a['fit'] if f['learned']}
+        return fit.HostReport(parts, demand)
 
     def reports(self, slot):
-        self._send({'op': 'reports', 'slot': slot})
-        answer = json.loads(self.proc.stdout.readline())
-        out = {}
-        for host, r in answer.items():
-            parts = {int(p): fit.Partition(*v) for p, v in r['partitions'].items()}
-            out[host] = fit.HostReport(parts, r.get('demand_per_vcpu', {}))
-            homes = {0: [], 1: []}
-            for vid, p in r.get('homes', {}).items():
-                homes.setdefault(int(p), []).append(self.vms[int(vid)])
-            self.homes[host] = homes
-        return out
+        return {h: self.report(h, slot) for h in self.procs}
+
+    def add_vm(self, host, vm, slot):
+        self._feed(host, slot)
+        self.arrival[vm['id']] = slot
+        a = self.last[host]
+        home = None
+        for f in a['fit']:
+            if f['shape'] == vm['flavor'] and f['fits'] and f['partition'] >= 0:
+                home = f['partition']
+        if home is None:
+            home = max(a['partitions'], key=lambda p: (p['memory_available_mib'], -p['id']))['id']
+        self.homes[host][home].append(vm)
 
     def homed(self, host):
         return self.homes[host]
+
+    def close(self):
+        for p in self.procs.values():
+            p.stdin.close()
+            p.wait()

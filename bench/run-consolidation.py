@@ -11,6 +11,11 @@ Scenarios, on the same arrivals:
                   cpu_weight_multiplier=-1 (Nova's documented way to pack)
   softaff-pack    the default weighers plus SoftaffWeigher (pack, multiplier 10) and
                   SoftaffFitFilter
+  softaff-only    SoftaffWeigher (pack) and SoftaffFitFilter alone
+  softaff-pack-d0.5  softaff-pack with [softaff] default_demand_per_vcpu=0.5 (a flavor the host
+                  has not seen yet counts half a CPU per vCPU instead of one)
+A VM's flavor is its vCPUs and its memory rounded up to a power of two (at least 1 GiB), as a
+cloud offers a few flavors; softaffd learns a demand per vCPU per flavor on each host.
 Every scenario has placement's capacity check first (cpu_allocation_ratio 4.0,
 ram_allocation_ratio 1.0: Nova 26's initial ratios), and softaffd's homing on each host.
 
@@ -19,9 +24,8 @@ Figures: hosts used at the end of the day; partition-minutes in which a partitio
 (hosts in use and partitions over capacity per 5-minute slot) and, with gnuplot,
 DIR/consolidation.png.
 
-The host model: bench/fleet_model.py (a Python stand-in of softaffd's headroom model, the rule
-of docs/operators.md); --model PROGRAM runs softaffd's own model instead (a program reading
-JSON lines on stdin, bench/fleet_model.py says the protocol).
+The host model: --model build/bench/bench-headroom runs softaffd's own (policies/headroom.c),
+one process per host; without it, bench/fleet_model.py's Python stand-in (same rule).
 """
 
 import argparse
@@ -55,6 +59,9 @@ SCENARIOS = {
                          filters=['SoftaffFitFilter'], stack=False),
     'softaff-only': dict(weighers=['softaff_nova.weigher.SoftaffWeigher'],
                          filters=['SoftaffFitFilter'], stack=False),
+    'softaff-pack-d0.5': dict(weighers=['nova.scheduler.weights.all_weighers',
+                                        'softaff_nova.weigher.SoftaffWeigher'],
+                              filters=['SoftaffFitFilter'], stack=False, demand=0.5),
 }
 
 
@@ -69,8 +76,10 @@ def load_trace(path):
             if len(demand) != SLOTS:
                 raise ValueError('%s: VM %s has %d samples, expected %d'
                                  % (path, cols[0], len(demand), SLOTS))
-            vms.append({'id': int(cols[0]), 'vcpus': int(cols[1]),
-                        'memory_mib': int(cols[2]), 'demand': demand})
+            vcpus, memory = int(cols[1]), max(1024, int(cols[2]))
+            flavor_mib = 1 << (memory - 1).bit_length()
+            vms.append({'id': int(cols[0]), 'vcpus': vcpus, 'memory_mib': flavor_mib,
+                        'flavor': 'v%d-m%d' % (vcpus, flavor_mib), 'demand': demand})
     return vms
 
 
@@ -82,7 +91,8 @@ def configure(scenario):
     if sc['stack']:
         fs.update(ram_weight_multiplier=-1.0, cpu_weight_multiplier=-1.0)
     nh.configure(filter_scheduler=fs,
-                 softaff={"mode": "pack", "weight_multiplier": 10.0})
+                 softaff={'mode': 'pack', 'weight_multiplier': 10.0,
+                          'default_demand_per_vcpu': sc.get('demand', 1.0)})
     return nh.Scheduler()
 
 
@@ -134,7 +144,6 @@ def run(scenario, vms, arrivals, n_hosts, model_factory):
     refused = 0
     for slot, vm in arrivals:
         src.slot = slot
-        vm = dict(vm, flavor='v%d-m%d' % (vm['vcpus'], vm['memory_mib']))
         spec = nh.request_spec(vm['flavor'], vm['vcpus'], vm['memory_mib'])
         picked = sched.select(fleet.host_states(vm), spec)
         if not picked:
@@ -182,15 +191,17 @@ def main():
                     help='repeat with seeds SEED..SEED+N-1 (other arrival orders) and sum up')
     ap.add_argument('--out', default=None, help='where the .dat and .png go')
     ap.add_argument('--model', default=None,
-                    help='a program running softaffd\'s headroom model (JSON lines)')
+                    help='bench-headroom (build/bench/bench-headroom): softaffd\'s own model '
+                         'per host; without it, the Python stand-in of bench/fleet_model.py')
     args = ap.parse_args()
 
     vms = load_trace(args.trace)
+    shapes = sorted({(v['flavor'], v['vcpus'], v['memory_mib']) for v in vms})
 
     def model_factory(n):
         if args.model:
-            return fleet_model.ProgramModel(args.model, n, NODE_CPUS, NODE_MEM_MIB, args.margin,
-                                            args.window)
+            return fleet_model.CModel(args.model, n, NODE_CPUS, NODE_MEM_MIB, shapes,
+                                      args.window * 300)
         return fleet_model.PyModel(n, NODE_CPUS, NODE_MEM_MIB, args.margin, args.window)
 
     print('trace: %s: %d VMs, %d vCPUs, %.0f GiB; arrivals over %d 5-min slots'
@@ -214,6 +225,8 @@ def main():
         results = {}
         for name in SCENARIOS:
             fleet, refused = run(name, vms, arrivals, args.hosts, model_factory)
+            if hasattr(fleet.model, 'close'):
+                fleet.model.close()
             results[name] = dict(figures(fleet, arrivals_by_id), refused=refused)
             r = results[name]
             totals[name].append(r)
