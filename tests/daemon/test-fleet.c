@@ -247,8 +247,8 @@ static void test_persist(Fixture *f, gconstpointer data)
     g_autofree char *good = NULL;
     g_assert_true(g_file_get_contents(f->state, &good, NULL, NULL));
     const char *corrupt[] = {"", "{\"version\":1,", "garbage\n", "[1,2,3]",
-                             "{\"version\":1,\"window_s\":3600,\"partitions\":[{\"id\":1}],"
-                             "\"classes\":[]}"};
+                             ("{\"version\":1,\"window_s\":3600,\"partitions\":[{\"id\":1}],"
+                              "\"classes\":[]}")};
     for (gsize i = 0; i < G_N_ELEMENTS(corrupt); i++) {
         g_assert_true(g_file_set_contents(f->state, corrupt[i], -1, NULL));
         g_assert_false(sa_core_fleet_load(core, &error));
