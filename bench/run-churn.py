@@ -4,9 +4,9 @@
     SOFTAFF_BUILD_DIR=build python3 bench/run-churn.py [--guests 40] [--wave 5] [--cycles 4]
                                                       [--churn 5] [--memory 80] [--out DIR]
 
-softaffd runs with layout custom "0;1" and manage=all (manage=explicit, with softaff metadata on
-the bench guests, when other VMs run on the host: a shared machine's other guests are left
-alone). Guests of 1 vCPU and --memory MiB running the idle load generator start in waves of
+softaffd runs with layout custom "0;1" and manage=explicit, with softaff metadata on the bench
+guests, so that the other VMs of an operator's host are left alone (--manage all: softaffd
+manages every VM, only when no other VM runs). Guests of 1 vCPU and --memory MiB running the idle load generator start in waves of
 --wave (each wave waits for the previous one to boot), then --cycles times --churn guests are
 destroyed and as many new ones started. After every wave and cycle, the daemon's status
 (softaffctl status --json) must list every running guest as managed and no destroyed one
@@ -153,6 +153,8 @@ class Churn:
             T.skip("needs host CPUs 0 and 1")
         others = [n for n in T.virsh("list", "--name").split() if n]
         self.manage = args.manage
+        env = T.environment()
+        T.log("environment: " + T.environment_text(env))
         if self.manage == "all" and others:
             T.log("other VMs run on this host (%s): using manage=explicit and softaff metadata on "
                   "the bench guests, so that they are left alone" % ", ".join(others))
@@ -204,10 +206,11 @@ class Churn:
                   "rss_kib": {"start": rss_start, "all_guests": rss_full,
                               "after_churn": rss_after_churn, "end": rss_end},
                   "cpu": self.samples, "churn": churn, "checks": self.checks,
-                  "daemon_exit": rc}
+                  "daemon_exit": rc, "environment": env}
         with open(os.path.join(args.out, "churn.json"), "w") as f:
             json.dump(result, f, indent=1)
         bad = [c for c in self.checks if c["missing"] or c["stale"]]
+        print("environment: " + T.environment_text(env))
         print("guests: %d x %d vCPU, %d MiB (%d started in all, %d checks, %d with a missing or "
               "stale VM); manage=%s" % (args.guests, args.vcpus, args.memory, self.serial,
                                         len(self.checks), len(bad), self.manage))
@@ -237,7 +240,7 @@ def parse_args():
     p.add_argument("--cycles", type=int, default=4)
     p.add_argument("--churn", type=int, default=5, help="guests replaced per cycle")
     p.add_argument("--measure", type=float, default=10.0, help="seconds per CPU measurement")
-    p.add_argument("--manage", choices=("all", "explicit"), default="all")
+    p.add_argument("--manage", choices=("all", "explicit"), default="explicit")
     p.add_argument("--quiet-timeout", type=float, default=120.0)
     p.add_argument("--out", default=os.path.join(os.getcwd(), "bench-churn-results"))
     return p.parse_args()

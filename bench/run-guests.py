@@ -459,6 +459,8 @@ class Bench:
             T.skip("needs host CPUs 0 and 1")
         if not os.access(T.softaffd_path(), os.X_OK):
             raise AssertionError("softaffd not built: %s" % T.softaffd_path())
+        self.env = T.environment()
+        T.log("environment: " + T.environment_text(self.env))
         self.a = T.Guest("bench-A", vcpus=2, metadata=T.softaff_metadata(preferred=0))
         self.b = T.Guest("bench-B", vcpus=2, metadata=T.softaff_metadata(preferred=1))
         self.a.key, self.b.key = "A", "B"
@@ -480,7 +482,9 @@ class Bench:
         T.log("measured for %.0f s" % (time.monotonic() - t0))
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(self.runs, f, indent=1)
-        table = self.table()
+        with open(os.path.join(args.out, "environment.json"), "w") as f:
+            json.dump(self.env, f, indent=1)
+        table = "Environment: %s\n\n%s" % (T.environment_text(self.env), self.table())
         with open(os.path.join(args.out, "table.md"), "w") as f:
             f.write(table)
         print(table)

@@ -368,6 +368,8 @@ class Bench:
             T.log("NOTE: " + n)
         T.log("configurations: %s; estimated total %.0f min" % (
             ", ".join(c["name"] for c in configs), self.estimate(configs) / 60.0))
+        env = T.environment()
+        T.log("environment: " + T.environment_text(env))
         self.a = T.Guest("spiky-A", vcpus=2, metadata=T.softaff_metadata(preferred=1))
         # B is the owner, never a visitor (softness 0): at the default softness B's own spikes
         # earn it a door onto A's idle CPU, and B's load steps then ran there, leaving A
@@ -391,8 +393,9 @@ class Bench:
         names = [c["name"] for c in configs]
         with open(os.path.join(a.out, "results.json"), "w") as f:
             json.dump({"args": {k: v for k, v in vars(a).items()}, "notes": self.notes,
-                       "configs": names, "runs": self.runs}, f, indent=1)
-        table = Tables(self.runs, names, self.notes, a).render()
+                       "configs": names, "runs": self.runs, "environment": env}, f, indent=1)
+        table = "Environment: %s\n\n%s" % (T.environment_text(env),
+                                             Tables(self.runs, names, self.notes, a).render())
         with open(os.path.join(a.out, "table.md"), "w") as f:
             f.write(table)
         print(table)

@@ -38,8 +38,11 @@ def show(guests, title):
 def main():
     T.require_vm()
     lay, custom, home_a, home_b = layout()
-    cfg, sock = T.write_config(layout=lay, custom=custom or "", interval_ms=500)
+    # manage=explicit: the operator's own VMs are left alone; the demo guests carry metadata.
+    cfg, sock = T.write_config(layout=lay, custom=custom or "", interval_ms=500,
+                               manage="explicit")
     print("softaff demo: layout %s%s" % (lay, " (%s)" % custom if custom else ""))
+    print("environment: %s" % T.environment_text())
     a = T.Guest("A", vcpus=2, metadata=T.softaff_metadata(preferred=home_a))
     b = T.Guest("B", vcpus=2, metadata=T.softaff_metadata(preferred=home_b))
     for g in (a, b):

@@ -17,11 +17,14 @@ Typical use in a test script:
 
 Environment:
   SOFTAFF_BUILD_DIR    meson build root; softaffd is $SOFTAFF_BUILD_DIR/softaffd
+  SOFTAFF_INSTALLED=1  use the installed programs (/usr/sbin/softaffd, ...) instead: binary()
   SOFTAFF_REQUIRE_VM=1 fail instead of skipping when libvirt/QEMU cannot be used
   SOFTAFF_CACHE        guest kernel/initramfs cache (default /var/cache/softaff-test)
   SOFTAFF_TEST_URI     libvirt URI (default qemu:///system)
   SOFTAFF_TEST_KEEP=1  keep the per-test work directory (logs) after the run
   SOFTAFF_QUIET_MAX, SOFTAFF_QUIET_TIMEOUT   see wait_host_quiet()
+  SOFTAFF_DOMAIN_TYPE=kvm|qemu  force KVM or TCG guests (default: probe once, see domain_type())
+  SOFTAFF_KVM_PROBE_S  seconds the test guest gets to boot under KVM in the probe (default 3)
 
 Leftovers of killed runs (meson's timeout sends SIGTERM, then SIGKILL 0.5 s later, too soon to
 destroy a guest) are swept by sweep(): at the start and end of every run(), and by a watchdog
@@ -164,6 +167,219 @@ def guest_image():
     return _image
 
 
+# --------------------------------------------------------------------------------------------
+# KVM or TCG: one probe per machine, kernel and QEMU
+
+DOMAIN_TYPE_ENV = "SOFTAFF_DOMAIN_TYPE"
+# Seconds the test guest gets under KVM to print 'ready' (it takes well under one where KVM
+# works). Short on purpose: a /dev/kvm that cannot run a stock guest kernel at speed (this
+# project's test host has a PVM backend, kvm_pvm, on which its first console line takes ~90 s)
+# must cost the probe a few seconds, not the guest's boot.
+KVM_PROBE_S = float(os.environ.get("SOFTAFF_KVM_PROBE_S", "3"))
+_PROBE_FILE = "kvm-probe"
+_domain = None  # (type, reason), once per process
+
+
+def _first_line(argv):
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           universal_newlines=True, timeout=30)
+        return p.stdout.splitlines()[0].strip() if p.stdout else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return os.uname().machine
+
+
+def _kvm_backend():
+    """The loaded KVM modules (kvm_intel, kvm_amd, kvm_pvm, ...), e.g. 'kvm_pvm'."""
+    try:
+        mods = sorted(m for m in os.listdir("/sys/module") if m.startswith("kvm_"))
+    except OSError:
+        mods = []
+    return ",".join(mods) or "none"
+
+
+def numa_nodes():
+    try:
+        return len([n for n in os.listdir("/sys/devices/system/node")
+                    if re.match(r"^node\d+$", n)]) or 1
+    except OSError:
+        return 1
+
+
+def _probe_key():
+    """What the probe's answer depends on: host kernel, KVM modules, CPU, QEMU, guest kernel."""
+    img = guest_image()
+    try:
+        guest = os.stat(img["kernel"])
+        guest_id = "%s %d %d" % (img["kernel"], guest.st_size, int(guest.st_mtime))
+    except OSError:
+        guest_id = img["kernel"]
+    return "\n".join(["kernel " + " ".join(os.uname()[2:4]), "kvm " + _kvm_backend(),
+                      "cpu " + _cpu_model(),
+                      "qemu " + _first_line(["qemu-system-x86_64", "--version"]),
+                      "guest " + guest_id])
+
+
+def _boot_under_kvm(timeout):
+    """Boot the test guest with qemu-system-x86_64 -accel kvm; None when it printed 'ready'
+    within timeout seconds, else why not."""
+    img = guest_image()
+    d = tempfile.mkdtemp(prefix="softaff-kvm-probe-")
+    ctl = os.path.join(d, "ctl")
+    logp = os.path.join(d, "qemu.log")
+    argv = ["qemu-system-x86_64", "-accel", "kvm", "-machine", "pc",
+            "-smp", "1", "-m", "128", "-kernel", img["kernel"], "-initrd", img["initrd"],
+            "-append", img["cmdline"], "-serial", "null",
+            "-serial", "unix:%s,server=on,wait=off" % ctl,
+            "-display", "none", "-no-user-config", "-nodefaults", "-no-reboot"]
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    proc = None
+    sock = None
+    try:
+        with open(logp, "wb") as lf:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf,
+                                    stderr=subprocess.STDOUT)
+        buf = b""
+
+        def exited():
+            try:
+                proc.wait(0.5)
+            except subprocess.TimeoutExpired:
+                return None
+            with open(logp, errors="replace") as f:
+                out = " ".join(f.read().split())[-300:]
+            return "qemu-system-x86_64 -accel kvm exited with status %d: %s" % (
+                proc.returncode, out or "(no output)")
+
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return exited()
+            if sock is None:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(ctl)
+                    s.settimeout(0.1)
+                    sock = s
+                except OSError:
+                    s.close()
+                    time.sleep(0.05)
+                continue
+            try:
+                data = sock.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError as e:
+                return exited() or "the guest's control channel failed: %s" % e
+            if not data:
+                return exited() or "the guest closed its control channel"
+            buf += data
+            lines = [ln.strip(b"\r\x00 ") for ln in buf.split(b"\n")]
+            if any(ln == b"ready" or ln.startswith(b"work ") for ln in lines):
+                return None
+        return ("the test guest did not reach 'ready' within %.0f s under KVM (KVM modules: %s; "
+                "where KVM runs at hardware speed it takes well under a second)"
+                % (timeout, _kvm_backend()))
+    finally:
+        if sock is not None:
+            sock.close()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _kvm_unusable(use_cache=True):
+    """Why KVM cannot run the test guest here (None when it can). The answer is cached in
+    CACHE/kvm-probe, keyed by what it depends on; use_cache=False probes again."""
+    if not os.path.exists("/dev/kvm"):
+        return "no /dev/kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "/dev/kvm is not readable and writable for uid %d" % os.geteuid()
+    key = _probe_key()
+    path = os.path.join(CACHE, _PROBE_FILE)
+    try:
+        if not use_cache:
+            raise OSError("not asked")
+        with open(path) as f:
+            cached = f.read()
+        head, _, answer = cached.partition("\n=\n")
+        if head == key and answer.strip():
+            answer = answer.strip()
+            return None if answer == "ok" else answer + " (cached in %s)" % path
+    except OSError:
+        pass
+    t0 = time.monotonic()
+    why = _boot_under_kvm(KVM_PROBE_S)
+    log("KVM probe: %s in %.1f s" % ("the test guest is ready under KVM" if why is None
+                                     else "no", time.monotonic() - t0))
+    try:
+        tmp = path + ".%d" % os.getpid()
+        with open(tmp, "w") as f:
+            f.write("%s\n=\n%s\n" % (key, "ok" if why is None else why))
+        os.replace(tmp, path)
+    except OSError as e:
+        log("KVM probe: answer not cached (%s)" % e)
+    return why
+
+
+def domain_type():
+    """'kvm' where the test guest boots under KVM within KVM_PROBE_S, else 'qemu' (TCG), said
+    once with the reason. SOFTAFF_DOMAIN_TYPE=kvm|qemu forces either; a forced kvm that cannot
+    work fails (AssertionError) instead of waiting for guests that never come up."""
+    global _domain
+    if _domain is None:
+        forced = os.environ.get(DOMAIN_TYPE_ENV, "")
+        if forced not in ("", "kvm", "qemu"):
+            raise AssertionError("%s=%r: use kvm or qemu (or unset it to probe)"
+                                 % (DOMAIN_TYPE_ENV, forced))
+        if forced == "qemu":
+            _domain = ("qemu", "%s=qemu" % DOMAIN_TYPE_ENV)
+        else:
+            why = _kvm_unusable(use_cache=not forced)  # forced: ask KVM itself again
+            if why is None:
+                _domain = ("kvm", "%s=kvm" % DOMAIN_TYPE_ENV if forced else
+                           "the test guest boots under KVM")
+            elif forced:
+                raise AssertionError("%s=kvm, but KVM cannot run the test guest here: %s"
+                                     % (DOMAIN_TYPE_ENV, why))
+            else:
+                _domain = ("qemu", why)
+        log("guests run under %s: %s" % ("KVM" if _domain[0] == "kvm" else "TCG (type qemu)",
+                                          _domain[1]))
+    return _domain[0]
+
+
+def environment():
+    """What a result depends on: domain type (and why), CPU model, NUMA nodes, CPUs, kernel,
+    QEMU and libvirt versions. Benchmarks and the demo record it with their figures."""
+    dt = domain_type()
+    return {"domain_type": dt, "domain_type_reason": _domain[1], "cpu_model": _cpu_model(),
+            "numa_nodes": numa_nodes(), "cpus": len(host_cpus()),
+            "kernel": " ".join(os.uname()[2:4]), "kvm_modules": _kvm_backend(),
+            "qemu": _first_line(["qemu-system-x86_64", "--version"]),
+            "libvirt": _first_line(["libvirtd", "--version"])}
+
+
+def environment_text(env=None):
+    env = env or environment()
+    return ("domain type %s (%s); CPU %s, %d CPUs, %d NUMA node%s; kernel %s; %s; %s"
+            % (env["domain_type"], env["domain_type_reason"], env["cpu_model"], env["cpus"],
+               env["numa_nodes"], "" if env["numa_nodes"] == 1 else "s", env["kernel"],
+               env["qemu"], env["libvirt"]))
+
+
 def require_vm(libvirt=True):
     """Make sure real guests can run here; otherwise skip (77), or fail if SOFTAFF_REQUIRE_VM=1.
 
@@ -174,6 +390,7 @@ def require_vm(libvirt=True):
         if shutil.which("qemu-system-x86_64") is None:
             skip("qemu-system-x86_64 not found (run contrib/install-deps.sh)")
         guest_image()
+        domain_type()
         return
     if os.geteuid() != 0:
         skip("integration tests need root (libvirt qemu:///system, /proc of QEMU threads)")
@@ -181,10 +398,14 @@ def require_vm(libvirt=True):
         if shutil.which(b) is None:
             skip("%s not found (run contrib/install-deps.sh)" % b)
     ensure_libvirtd()
-    if "qemu" not in virsh("domcapabilities", "--virttype", "qemu", "--arch", "x86_64",
-                           check=False, timeout=60):
-        skip("libvirt cannot run x86_64 TCG guests (virsh domcapabilities --virttype qemu)")
     guest_image()
+    dt = domain_type()
+    if "<domain>%s</domain>" % dt not in virsh("domcapabilities", "--virttype", dt, "--arch",
+                                               "x86_64", check=False, timeout=60):
+        if dt == "kvm":
+            raise AssertionError("QEMU boots the test guest under KVM, but libvirt offers no "
+                                 "x86_64 KVM guests (virsh domcapabilities --virttype kvm)")
+        skip("libvirt cannot run x86_64 TCG guests (virsh domcapabilities --virttype qemu)")
     sweep()
 
 
@@ -515,7 +736,8 @@ def softaff_metadata(preferred=None, mode=None, softness=None, **extra):
 
 
 class Guest:
-    """A libvirt TCG guest running the load generator.
+    """A libvirt guest running the load generator: <domain type='kvm'> where KVM runs the test
+    guest, else 'qemu' (TCG); see domain_type().
 
     name      a short label; the libvirt name is softaff-t<testpid>-<label>
     vcpus     number of vCPUs
@@ -578,7 +800,7 @@ class Guest:
             tune.append("    <emulatorpin cpuset='%s'/>" % cl)
         cputune = "  <cputune>\n%s\n  </cputune>\n" % "\n".join(tune) if tune else ""
         metadata = "  <metadata>\n    %s\n  </metadata>\n" % self.metadata if self.metadata else ""
-        return """<domain type='qemu'>
+        return """<domain type='{type}'>
   <name>{name}</name>
 {metadata}  <memory unit='MiB'>{mem}</memory>
   {vcpu}
@@ -609,7 +831,7 @@ class Guest:
     <memballoon model='none'/>
   </devices>
 </domain>
-""".format(name=self.name, metadata=metadata, mem=self.memory_mib, vcpu=vcpu, cputune=cputune,
+""".format(type=domain_type(), name=self.name, metadata=metadata, mem=self.memory_mib, vcpu=vcpu, cputune=cputune,
            kernel=_xml_escape(img["kernel"]), initrd=_xml_escape(img["initrd"]),
            cmdline=_xml_escape(cmdline), console=_xml_escape(self.console_log),
            control=_xml_escape(self.control_path))
@@ -902,7 +1124,8 @@ class Guest:
 
 
 class QemuGuest(Guest):
-    """A TCG guest run by `qemu-system-x86_64` directly, without libvirt (the QMP backend).
+    """A guest run by `qemu-system-x86_64` directly (-accel as domain_type() says), without
+    libvirt (the QMP backend).
 
     It has two QMP monitors: `qmp_path` (<workdir>/<label>.qmp) for softaffd, and a private one
     the test uses to learn the vCPU thread ids (query-cpus-fast), since a QMP socket serves one
@@ -926,7 +1149,8 @@ class QemuGuest(Guest):
     def argv(self):
         img = guest_image()
         cmdline = img["cmdline"] + (" " + self.extra_cmdline if self.extra_cmdline else "")
-        argv = ["qemu-system-x86_64", "-accel", "tcg", "-machine", "pc",
+        argv = ["qemu-system-x86_64", "-accel", "tcg" if domain_type() == "qemu" else "kvm",
+                "-machine", "pc",
                 "-smp", str(self.vcpus), "-m", str(self.memory_mib),
                 "-kernel", img["kernel"], "-initrd", img["initrd"], "-append", cmdline,
                 "-qmp", "unix:%s,server=on,wait=off" % self.qmp_path,
@@ -1090,11 +1314,33 @@ class AffinityWatcher:
 # softaffd
 
 
-def softaffd_path():
+# Where each program is in a meson build root, and where the Debian package installs it.
+_BUILT = {"softaffd": "softaffd", "softaffctl": "ctl/softaffctl",
+          "softaff-hook": "plugin/softaff-hook"}
+_INSTALLED = {"softaffd": "/usr/sbin/softaffd", "softaffctl": "/usr/bin/softaffctl",
+              "softaff-hook": "/usr/libexec/softaff-hook"}
+
+
+def installed():
+    """True when the tests run against the installed programs (SOFTAFF_INSTALLED=1, as the
+    autopkgtest debian/tests/integration does) instead of a build root."""
+    return os.environ.get("SOFTAFF_INSTALLED", "") not in ("", "0")
+
+
+def binary(name):
+    """Path of softaffd, softaffctl or softaff-hook: $SOFTAFF_BUILD_DIR's, or the installed one
+    with SOFTAFF_INSTALLED=1."""
+    if installed():
+        return _INSTALLED[name]
     build = os.environ.get("SOFTAFF_BUILD_DIR")
     if not build:
-        raise AssertionError("SOFTAFF_BUILD_DIR is not set (meson build root)")
-    return os.path.join(build, "softaffd")
+        raise AssertionError("SOFTAFF_BUILD_DIR is not set (meson build root), nor "
+                             "SOFTAFF_INSTALLED=1 (the installed programs)")
+    return os.path.join(build, _BUILT[name])
+
+
+def softaffd_path():
+    return binary("softaffd")
 
 
 def write_config(path=None, interval_ms=500, socket_path=None, layout="custom", custom="0;1",

@@ -14,7 +14,7 @@ import softaff_testlib as T
 
 
 def ctl(*args, check=True):
-    exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "ctl", "softaffctl")
+    exe = T.binary("softaffctl")
     p = subprocess.run([exe] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=30)
     if check and p.returncode != 0:

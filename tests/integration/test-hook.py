@@ -36,7 +36,7 @@ _restore = {"done": True}
 
 
 def hook_binary():
-    return os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "plugin", "softaff-hook")
+    return T.binary("softaff-hook")
 
 
 def write_wrapper(config):

@@ -51,7 +51,7 @@ class NovaGuest(T.Guest):
 
 
 def ctl(*args):
-    exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "ctl", "softaffctl")
+    exe = T.binary("softaffctl")
     p = subprocess.run([exe] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=30)
     if p.returncode != 0:

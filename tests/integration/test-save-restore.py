@@ -28,7 +28,7 @@ _state = {"installed": False}
 
 
 def install_hook(config):
-    hook = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "plugin", "softaff-hook")
+    hook = T.binary("softaff-hook")
     wrapper = os.path.join(T.workdir(), "hook-wrapper")
     with open(wrapper, "w") as f:
         f.write("#!/bin/sh\n# softaff test-save-restore.py (pid %d)\n"

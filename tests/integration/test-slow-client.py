@@ -28,7 +28,7 @@ TICK = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d{3}) softaffd debug: tick (\d+)$", r
 
 
 def ctl_status(cfg):
-    exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "ctl", "softaffctl")
+    exe = T.binary("softaffctl")
     t0 = time.monotonic()
     p = subprocess.run([exe, "status", "--json", "--config", cfg], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=30)

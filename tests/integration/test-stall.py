@@ -27,7 +27,7 @@ LIMIT = 1.5  # 2 ticks + slack for the sampling and the guest's thread start
 
 
 def ctl(*args, timeout=30):
-    exe = os.path.join(os.environ["SOFTAFF_BUILD_DIR"], "ctl", "softaffctl")
+    exe = T.binary("softaffctl")
     t0 = time.monotonic()
     p = subprocess.run([exe] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=timeout)

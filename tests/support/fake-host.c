@@ -18,6 +18,7 @@ struct FakeHost {
     guint n_nodes, cpus_per_node;
     double *user, *system, *idle; /* cumulative USER_HZ ticks per CPU */
     GHashTable *vcpus;            /* pid -> number of vCPU threads */
+    GHashTable *tids;             /* pid -> pid_t[n_vcpus], the vCPU tids when not pid+1+v */
 };
 
 static void die(const char *what, const char *path)
@@ -117,6 +118,7 @@ FakeHost *fake_host_new(const char *parent, guint n_nodes, guint cpus_per_node)
     for (guint c = 0; c < n; c++)
         h->idle[c] = 1e6;
     h->vcpus = g_hash_table_new(NULL, NULL);
+    h->tids = g_hash_table_new_full(NULL, NULL, NULL, g_free);
     make_sysfs(h);
     g_autofree char *proc = g_build_filename(h->root, "proc", NULL);
     make_dir(proc);
@@ -139,6 +141,7 @@ void fake_host_free(FakeHost *h, gboolean keep)
     if (!keep)
         nftw(h->root, remove_entry, 32, FTW_DEPTH | FTW_PHYS);
     g_hash_table_unref(h->vcpus);
+    g_hash_table_unref(h->tids);
     g_free(h->user);
     g_free(h->system);
     g_free(h->idle);
@@ -220,11 +223,24 @@ static void write_thread(FakeHost *h, pid_t pid, pid_t tid, const char *comm, ch
     }
 }
 
+/* The tid of vCPU v of pid: pid+1+v, or the one fake_host_add_process_tids was given. */
+static pid_t vcpu_tid(const FakeHost *h, pid_t pid, guint vcpu)
+{
+    const pid_t *tids = g_hash_table_lookup(h->tids, GINT_TO_POINTER(pid));
+    return tids ? tids[vcpu] : pid + 1 + (pid_t)vcpu;
+}
+
+void fake_host_add_process_tids(FakeHost *h, pid_t pid, guint n_vcpus, const pid_t *tids)
+{
+    g_hash_table_insert(h->tids, GINT_TO_POINTER(pid), g_memdup2(tids, n_vcpus * sizeof *tids));
+    fake_host_add_process(h, pid, n_vcpus);
+}
+
 void fake_host_add_process(FakeHost *h, pid_t pid, guint n_vcpus)
 {
     g_hash_table_insert(h->vcpus, GINT_TO_POINTER(pid), GUINT_TO_POINTER(n_vcpus));
     for (guint t = 0; t <= n_vcpus; t++) {
-        pid_t tid = pid + (pid_t)t;
+        pid_t tid = t ? vcpu_tid(h, pid, t - 1) : pid;
         g_autofree char *dir = g_strdup_printf("%s/proc/%d/task/%d", h->root, (int)pid, (int)tid);
         make_dir(dir);
         char status[PATH_MAX_LEN];
@@ -244,7 +260,7 @@ void fake_host_add_process(FakeHost *h, pid_t pid, guint n_vcpus)
 
 void fake_host_set_vcpu(FakeHost *h, pid_t pid, guint vcpu, double run_ns, double delay_ns, int cpu)
 {
-    pid_t tid = pid + 1 + (pid_t)vcpu;
+    pid_t tid = vcpu_tid(h, pid, vcpu);
     char sched[PATH_MAX_LEN], text[96];
     task_path(sched, h, pid, tid, "schedstat");
     int n = g_snprintf(text, sizeof text, "%.0f %.0f %u\n", run_ns, delay_ns,
@@ -265,4 +281,5 @@ void fake_host_remove_process(FakeHost *h, pid_t pid)
     g_autofree char *dir = g_strdup_printf("%s/proc/%d", h->root, (int)pid);
     nftw(dir, remove_entry, 32, FTW_DEPTH | FTW_PHYS);
     g_hash_table_remove(h->vcpus, GINT_TO_POINTER(pid));
+    g_hash_table_remove(h->tids, GINT_TO_POINTER(pid));
 }

@@ -24,6 +24,9 @@ void fake_host_write_stat(FakeHost *h);
 
 /* A process with a main thread (tid pid) and n_vcpus threads named "CPU v/KVM" (tid pid+1+v). */
 void fake_host_add_process(FakeHost *h, pid_t pid, guint n_vcpus);
+/* The same with the vCPU threads' tids given (e.g. real threads of this process, which the BPF
+ * sensor sees run and wait); their files are under /proc/PID/task/TID as for the others. */
+void fake_host_add_process_tids(FakeHost *h, pid_t pid, guint n_vcpus, const pid_t *tids);
 /* Rewrites one vCPU thread's counters: cumulative run and delay (ns), the CPU it last ran on. */
 void fake_host_set_vcpu(FakeHost *h, pid_t pid, guint vcpu, double run_ns, double delay_ns,
                         int cpu);
