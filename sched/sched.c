@@ -298,6 +298,7 @@ bool sa_sched_set_partitions(SaSched *s, const guint *cpu_part, guint n_cpus, gu
     int fd_cpu = bpf_map__fd(s->skel->maps.cpu_part);
     int fd_parts = bpf_map__fd(s->skel->maps.parts);
     int fd_order = bpf_map__fd(s->skel->maps.order);
+    int fd_rank = bpf_map__fd(s->skel->maps.rank);
 
     if (n_parts == 0 || n_parts > SA_SCHED_MAX_PARTS) {
         g_set_error(error, SA_ERROR, SA_ERROR_RANGE, "%u partitions (the scheduler takes 1-%u)",
@@ -361,6 +362,19 @@ bool sa_sched_set_partitions(SaSched *s, const guint *cpu_part, guint n_cpus, gu
                     o.parts[j] = o.parts[j - 1];
                     o.parts[j - 1] = t;
                 }
+        }
+        for (guint b = 0; b < SA_SCHED_MAX_PARTS; b++) {
+            __u32 rkey = a * SA_SCHED_MAX_PARTS + b, r = SA_SCHED_NONE;
+
+            for (guint i = 0; i < o.n; i++)
+                if (o.parts[i] == b)
+                    r = i;
+            if (bpf_map_update_elem(fd_rank, &rkey, &r, BPF_ANY) != 0) {
+                g_set_error(error, SA_ERROR, SA_ERROR_IO, "updating the scheduler's distances: %s",
+                            g_strerror(errno));
+                g_free(pc);
+                return false;
+            }
         }
         if (bpf_map_update_elem(fd_parts, &key, a < n_parts ? &pc[a] : &empty, BPF_ANY) != 0 ||
             bpf_map_update_elem(fd_order, &key, &o, BPF_ANY) != 0) {

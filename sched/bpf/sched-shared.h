@@ -46,7 +46,7 @@ struct sa_sched_stats {
     __u32 cpu;                        /* CPU of the last run */
     __u32 part;                       /* partition of the last run (SA_SCHED_NONE: none yet) */
     __u32 vm;
-    __u32 pad;
+    __u32 kicked; /* kicked off as a visitor: its next enqueue does not stay there */
 };
 
 /* running: per CPU, who runs there now (an ext task) and whether it is a visitor. */

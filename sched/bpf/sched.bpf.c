@@ -31,6 +31,7 @@ struct cpumask {
 } __attribute__((preserve_access_index));
 
 struct sched_ext_entity {
+    u32 flags;
     u32 weight;
 } __attribute__((preserve_access_index));
 
@@ -77,8 +78,11 @@ struct sched_ext_ops {
 #define SCX_DSQ_LOCAL_ON ((1ULL << 63) | (1ULL << 62))
 #define SCX_KICK_IDLE 1
 #define SCX_KICK_PREEMPT 2
+#define SCX_OPS_ENQ_LAST 2
 #define SCX_OPS_SWITCH_PARTIAL 8
 #define SCX_ENQ_WAKEUP 1ULL
+#define SCX_ENQ_LAST (1ULL << 41)
+#define SCX_TASK_QUEUED 1
 
 extern s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __ksym;
 extern void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
@@ -92,6 +96,18 @@ extern s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_
                                   bool *is_idle) __ksym;
 extern s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
 extern bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
+
+/* The iterator over a dispatch queue (opaque to BPF; its size as in the kernel). */
+struct bpf_iter_scx_dsq {
+    u64 __opaque[6];
+} __attribute__((aligned(8)));
+
+extern int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __ksym;
+extern struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __ksym;
+extern void bpf_iter_scx_dsq_destroy(struct bpf_iter_scx_dsq *it) __ksym;
+extern bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
+                             u64 enq_flags) __ksym;
+extern void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __ksym;
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -146,6 +162,15 @@ struct {
     __type(key, u32);
     __type(value, struct sa_sched_order);
 } order SEC(".maps");
+
+/* rank: home * SA_SCHED_MAX_PARTS + part -> part's place in home's order (0 nearest), or
+ * SA_SCHED_NONE (home itself, or no such partition). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_PARTS *SA_SCHED_MAX_PARTS);
+    __type(key, u32);
+    __type(value, u32);
+} rank SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -281,24 +306,59 @@ static s32 idle_away(struct task_struct *p, const struct sa_sched_thread *t)
     return a.found;
 }
 
-/* Whether p, homed by t, may run on cpu's partition: home, or within its reach. */
+/* Whether a thread homed by t may run on partition part: home, or within its reach. */
 static bool may_run_on(const struct sa_sched_thread *t, u32 part)
 {
-    struct sa_sched_order *o;
-    u32 key = t->home;
+    u32 key, *r;
 
     if (part == t->home)
         return true;
-    o = bpf_map_lookup_elem(&order, &key);
-    if (!o)
+    if (t->home >= SA_SCHED_MAX_PARTS || part >= SA_SCHED_MAX_PARTS)
         return false;
-    for (u32 i = 0; i < SA_SCHED_MAX_PARTS; i++) {
-        if (i >= o->n || i >= t->reach)
+    key = t->home * SA_SCHED_MAX_PARTS + part;
+    r = bpf_map_lookup_elem(&rank, &key);
+    return r && *r < t->reach;
+}
+
+/* Pulling a visitor onto an idle CPU (dispatch): the first thread queued at a partition, in
+ * vtime order, that may come here. */
+struct pull {
+    s32 cpu;
+    u32 part; /* the CPU's */
+    bool done;
+};
+
+static long pull_from(u32 i, void *data)
+{
+    struct pull *pl = data;
+    struct sa_sched_order *o;
+    struct bpf_iter_scx_dsq it;
+    struct task_struct *p;
+    u32 key = pl->part, from, n = 0;
+
+    o = bpf_map_lookup_elem(&order, &key);
+    if (!o || i >= o->n || i >= SA_SCHED_MAX_PARTS)
+        return 1;
+    from = o->parts[BOUND(i, SA_SCHED_MAX_PARTS)];
+    if (scx_bpf_dsq_nr_queued(from) <= 0)
+        return 0;
+    bpf_iter_scx_dsq_new(&it, from, 0);
+    while ((p = bpf_iter_scx_dsq_next(&it))) {
+        u32 tid = p->pid;
+        struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+        if (++n > 32)
             break;
-        if (o->parts[BOUND(i, SA_SCHED_MAX_PARTS)] == part)
-            return true;
+        if (!t || !may_run_on(t, pl->part) || !bpf_cpumask_test_cpu(pl->cpu, p->cpus_ptr))
+            continue;
+        scx_bpf_dsq_move_set_slice(&it, slice_visit_ns);
+        if (scx_bpf_dsq_move(&it, p, SCX_DSQ_LOCAL, 0)) {
+            pl->done = true;
+            break;
+        }
     }
-    return false;
+    bpf_iter_scx_dsq_destroy(&it);
+    return pl->done;
 }
 
 SEC("struct_ops/sa_select_cpu")
@@ -341,6 +401,7 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     struct sa_sched_stats *st;
     s32 cpu, here;
     u64 *pv, vt;
+    bool kicked;
 
     if (stall) {
         scx_bpf_dsq_insert(p, SA_SCHED_DSQ_STALL, slice_owner_ns, enq_flags);
@@ -364,12 +425,23 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
         scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
         return;
     }
-    /* A visitor at the end of its slice stays where it is while no owner there waits. */
-    if (!(enq_flags & SCX_ENQ_WAKEUP) && here >= 0) {
+    /* At home with nothing else to run here: go on. */
+    if ((enq_flags & SCX_ENQ_LAST) && here >= 0 && part_of(here) == home &&
+        bpf_cpumask_test_cpu(here, p->cpus_ptr)) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_owner_ns, enq_flags);
+        return;
+    }
+    /* A visitor at the end of its slice stays where it is while no owner there waits: none
+     * queued for the partition or already moved to this CPU, and it was not kicked off. */
+    kicked = st && st->kicked;
+    if (st)
+        st->kicked = 0;
+    if (!(enq_flags & SCX_ENQ_WAKEUP) && here >= 0 && !kicked) {
         u32 part = part_of(here);
 
         if (part != home && part != SA_SCHED_NONE && may_run_on(t, part) &&
-            bpf_cpumask_test_cpu(here, p->cpus_ptr) && scx_bpf_dsq_nr_queued(part) == 0) {
+            bpf_cpumask_test_cpu(here, p->cpus_ptr) && scx_bpf_dsq_nr_queued(part) == 0 &&
+            scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) == 0) {
             scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
             return;
         }
@@ -403,8 +475,10 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
             struct sa_sched_stats *vs = bpf_map_lookup_elem(&stats, &vtid);
 
             r->visitor = 0;
-            if (vs)
+            if (vs) {
+                vs->kicked = 1;
                 __sync_fetch_and_add(&vs->preempted, 1);
+            }
             if (st)
                 __sync_fetch_and_add(&st->preempts, 1);
             scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
@@ -422,7 +496,23 @@ void BPF_PROG(sa_dispatch, s32 cpu, struct task_struct *prev)
     part = part_of(cpu);
     if (part != SA_SCHED_NONE && scx_bpf_dsq_move_to_local(part))
         return;
-    scx_bpf_dsq_move_to_local(SA_SCHED_DSQ_OTHERS);
+    if (scx_bpf_dsq_move_to_local(SA_SCHED_DSQ_OTHERS))
+        return;
+    /* No owner waits, and the one that ran (prev) is not going on here, as the kernel lets a
+     * still runnable prev do when nothing is dispatched: a visitor from the nearest partition
+     * where one may come here. */
+    if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+        u32 tid = prev->pid;
+        struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+        if (t && t->home == part)
+            return;
+    }
+    if (part != SA_SCHED_NONE) {
+        struct pull pl = {.cpu = cpu, .part = part};
+
+        bpf_loop(SA_SCHED_MAX_PARTS, pull_from, &pl, 0);
+    }
 }
 
 SEC("struct_ops/sa_runnable")
@@ -559,7 +649,9 @@ struct sched_ext_ops softaff_ops = {
     .quiescent = (void *)sa_quiescent,
     .init = (void *)sa_init,
     .exit = (void *)sa_exit,
-    .flags = SCX_OPS_SWITCH_PARTIAL,
+    /* ENQ_LAST: a thread at the end of its slice with nothing else to run is enqueued, not
+     * kept running by the kernel wherever it is (a thread away from home would stay there). */
+    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
     .timeout_ms = 5000,
     .name = "softaff",
 };
