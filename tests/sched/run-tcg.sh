@@ -84,7 +84,7 @@ timeout "${TIMEOUT:-600}" qemu-system-x86_64 -machine q35 -accel tcg -m 1024 -sm
     -object memory-backend-ram,id=m0,size=512M -numa node,nodeid=0,cpus=0,memdev=m0 \
     -object memory-backend-ram,id=m1,size=512M -numa node,nodeid=1,cpus=1,memdev=m1 \
     -kernel "$kdir/vmlinuz" -initrd "$ir.cpio.gz" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1" </dev/null 2>&1 | tr -d '\r' | tee "$out" |
+    -append "console=ttyS0 quiet loglevel=4 panic=-1" </dev/null 2>&1 | tr -d '\r' | tee "$out" |
     sed -n "/@@ kernel/,\$p"
 rc=$(sed -n 's/.*@@rc=\([0-9]*\).*/\1/p' "$out" | tail -1)
 rm -f "$out"

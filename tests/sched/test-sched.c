@@ -366,6 +366,47 @@ int main(int argc, char **argv)
               attach_ms);
     }
 
+    /* A second loader: the kernel takes one sched_ext scheduler at a time; it says which. */
+    {
+        g_autoptr(SaSched) s2 = sa_sched_load(&error);
+
+        if (!s2) {
+            check(false, "second load: %s", error->message);
+            g_clear_error(&error);
+        } else {
+            bool ok = sa_sched_set_partitions(s2, cpu_part, n_cpus, 2, distance, &error) &&
+                      sa_sched_attach(s2, &error);
+
+            check(!ok && g_error_matches(error, SA_ERROR, SA_ERROR_TRANSIENT) &&
+                      strstr(error->message, "softaff"),
+                  "a second attach is refused: %s", error ? error->message : "(attached)");
+            g_clear_error(&error);
+        }
+    }
+
+    /* A thread switched to SCHED_EXT by someone else (not in the threads map) still runs. */
+    {
+        Spinner *stranger = spinner_new(0, 0, NULL);
+        struct {
+            guint32 size, policy;
+            guint64 flags;
+            gint32 nice;
+            guint32 prio;
+            guint64 rt, dl, per;
+        } attr = {.size = 48, .policy = SA_SCHED_EXT};
+        unsigned long long w0;
+
+        check(syscall(SYS_sched_setattr, stranger->tid, &attr, 0) == 0,
+              "a stranger thread switched to SCHED_EXT directly");
+        sleep_ms(200);
+        w0 = atomic_load(&stranger->work);
+        sleep_ms(500);
+        check(atomic_load(&stranger->work) > w0, "the stranger runs (the scheduler's other queue)");
+        attr.policy = 0;
+        syscall(SYS_sched_setattr, stranger->tid, &attr, 0);
+        spinner_free(stranger);
+    }
+
     /* 3. Bursting: home (partition 0) saturated by an owner, partition 1 idle: the soft
      * visitor runs there. */
     o0 = spinner_new(0, 0, NULL);
