@@ -33,7 +33,7 @@ guint sa_sched_reach(guint softness, bool strict, guint n_parts)
     return MAX(1u, (softness * others + 99) / 100);
 }
 
-static const char *exit_kind_word(int kind)
+G_GNUC_UNUSED static const char *exit_kind_word(int kind)
 {
     switch (kind) {
     case 0:
@@ -70,7 +70,7 @@ struct sa_sched_attr {
 };
 
 /* Sets tid's policy, keeping its nice value; affinity is not touched. */
-static bool set_policy(pid_t tid, guint policy, bool from_fair_only, GError **error)
+G_GNUC_UNUSED static bool set_policy(pid_t tid, guint policy, bool from_fair_only, GError **error)
 {
     struct sa_sched_attr attr = {0};
 
@@ -106,7 +106,7 @@ static bool set_policy(pid_t tid, guint policy, bool from_fair_only, GError **er
     return true;
 }
 
-static bool kernel_has_sched_ext(GError **error)
+G_GNUC_UNUSED static bool kernel_has_sched_ext(GError **error)
 {
     g_autofree char *ext = sa_sysfs_path("kernel/sched_ext");
     g_autofree char *btf = sa_sysfs_path("kernel/btf/vmlinux");
@@ -135,7 +135,8 @@ struct SaSched {
 bool sa_sched_available(GError **error)
 {
     g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED,
-                "built without BPF (meson -Dbpf=disabled or missing clang/bpftool/libbpf)");
+                "built without the sched_ext scheduler (meson -Dsched_ext=disabled, or no clang, "
+                "bpftool or libbpf)");
     return false;
 }
 

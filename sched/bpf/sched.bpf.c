@@ -95,6 +95,7 @@ extern bool scx_bpf_test_and_clear_cpu_idle(s32 cpu) __ksym;
 extern s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
                                   bool *is_idle) __ksym;
 extern s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
+extern bool scx_bpf_task_running(const struct task_struct *p) __ksym;
 extern bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
 
 /* The iterator over a dispatch queue (opaque to BPF; its size as in the kernel). */
@@ -461,6 +462,11 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     if (st)
         st->vtime = vt;
     scx_bpf_dsq_insert_vtime(p, home, slice_owner_ns, vt, enq_flags);
+
+    /* Switched in while running where it may not be (the kernel lets it go on there): off
+     * now, so it waits at home. */
+    if (here >= 0 && !may_run_on(t, part_of(here)) && scx_bpf_task_running(p))
+        scx_bpf_kick_cpu(here, SCX_KICK_PREEMPT);
 
     /* Owners first: a visitor on a home CPU this thread may use leaves now. */
     cpu = scan_part(p, home, SCAN_VISITOR);
