@@ -36,6 +36,7 @@ struct sched_ext_entity {
 } __attribute__((preserve_access_index));
 
 struct task_struct {
+    unsigned int __state;
     int pid;
     const struct cpumask *cpus_ptr;
     struct sched_ext_entity scx;
@@ -507,7 +508,7 @@ void BPF_PROG(sa_dispatch, s32 cpu, struct task_struct *prev)
     /* No owner waits, and the one that ran (prev) is not going on here, as the kernel lets a
      * still runnable prev do when nothing is dispatched: a visitor from the nearest partition
      * where one may come here. */
-    if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+    if (prev && ((prev->scx.flags & SCX_TASK_QUEUED) || prev->__state == 0 /* running */)) {
         u32 tid = prev->pid;
         struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
