@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/* softaff — the sched_ext scheduler for vCPU threads (partial switch: only the threads userspace
+ * switches to SCHED_EXT run under it; everything else stays on the fair class).
+ *
+ * Each switched thread has a home partition. A CPU takes the threads homed on its partition
+ * first (owners, in vtime order); a waking owner with no idle home CPU kicks a visitor off a home
+ * CPU. A thread whose home has no idle CPU it may use runs on an idle CPU of another partition,
+ * nearest first, within its own cpumask and only as far as its reach (0: never leaves home). At
+ * its next wakeup or slice end it goes home if home has an idle CPU.
+ *
+ * The kernel types are the few members used, declared here with preserve_access_index: libbpf
+ * relocates them against the running kernel's BTF, and matches the members of sched_ext_ops by
+ * name. Every kfunc and ops signature was checked against Linux 7.2's BTF. */
+#include <stdbool.h>
+
+#include <linux/bpf.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sched-shared.h"
+
+typedef __s32 s32;
+typedef __u32 u32;
+typedef __s64 s64;
+typedef __u64 u64;
+
+/* A full type, not a declaration: libbpf's check of kfunc prototypes wants a struct here. */
+struct cpumask {
+    unsigned long bits[1];
+} __attribute__((preserve_access_index));
+
+struct sched_ext_entity {
+    u32 flags;
+    u32 weight;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+    unsigned int __state;
+    int pid;
+    const struct cpumask *cpus_ptr;
+    struct sched_ext_entity scx;
+} __attribute__((preserve_access_index));
+
+/* An enum member must be an enum of the same name for libbpf's relocation. */
+enum scx_exit_kind {
+    SA_SCX_EXIT_NONE = 0,
+};
+
+struct scx_exit_info {
+    enum scx_exit_kind kind;
+    s32 exit_cpu;
+    s64 exit_code;
+    const char *reason;
+    char *msg;
+} __attribute__((preserve_access_index));
+
+struct scx_init_task_args;
+struct scx_exit_task_args;
+
+/* The members this program sets; libbpf finds each by name in the kernel's sched_ext_ops. */
+struct sched_ext_ops {
+    s32 (*select_cpu)(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
+    void (*enqueue)(struct task_struct *p, u64 enq_flags);
+    void (*dispatch)(s32 cpu, struct task_struct *prev);
+    void (*runnable)(struct task_struct *p, u64 enq_flags);
+    void (*running)(struct task_struct *p);
+    void (*stopping)(struct task_struct *p, bool runnable);
+    void (*quiescent)(struct task_struct *p, u64 deq_flags);
+    s32 (*init)(void);
+    void (*exit)(struct scx_exit_info *info);
+    u64 flags;
+    u32 timeout_ms;
+    char name[128];
+} __attribute__((preserve_access_index));
+
+/* Constants of the sched_ext ABI (stable since 6.12; values as in 7.2). */
+#define SCX_DSQ_LOCAL ((1ULL << 63) | 2)
+#define SCX_DSQ_LOCAL_ON ((1ULL << 63) | (1ULL << 62))
+#define SCX_KICK_IDLE 1
+#define SCX_KICK_PREEMPT 2
+#define SCX_OPS_ENQ_LAST 2
+#define SCX_OPS_SWITCH_PARTIAL 8
+#define SCX_ENQ_WAKEUP 1ULL
+#define SCX_ENQ_LAST (1ULL << 41)
+#define SCX_TASK_QUEUED 1
+
+extern s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __ksym;
+extern void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
+extern void scx_bpf_dsq_insert_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime,
+                                     u64 enq_flags) __ksym;
+extern bool scx_bpf_dsq_move_to_local(u64 dsq_id) __ksym;
+extern s32 scx_bpf_dsq_nr_queued(u64 dsq_id) __ksym;
+extern void scx_bpf_kick_cpu(s32 cpu, u64 flags) __ksym;
+extern bool scx_bpf_test_and_clear_cpu_idle(s32 cpu) __ksym;
+extern s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
+                                  bool *is_idle) __ksym;
+extern s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
+extern bool scx_bpf_task_running(const struct task_struct *p) __ksym;
+extern bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
+
+/* The iterator over a dispatch queue (opaque to BPF; its size as in the kernel). */
+struct bpf_iter_scx_dsq {
+    u64 __opaque[6];
+} __attribute__((aligned(8)));
+
+extern int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __ksym;
+extern struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __ksym;
+extern void bpf_iter_scx_dsq_destroy(struct bpf_iter_scx_dsq *it) __ksym;
+extern bool scx_bpf_dsq_move(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id,
+                             u64 enq_flags) __ksym;
+extern void scx_bpf_dsq_move_set_slice(struct bpf_iter_scx_dsq *it__iter, u64 slice) __ksym;
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Keeps clang from dropping a mask it proves redundant: the verifier needs it to bound an index
+ * (clang compares the 32-bit value, and the verifier does not carry that bound to the 64-bit
+ * register the address is computed from). */
+#define BOUND(i, n)                                                                                \
+    ({                                                                                             \
+        u32 __v = (i);                                                                             \
+        asm volatile("" : "+r"(__v));                                                              \
+        __v &((n)-1);                                                                              \
+    })
+
+/* Tunables and state in global data (mmapped by the loader). */
+__u64 slice_owner_ns = 10000000; /* an owner's slice at home */
+__u64 slice_visit_ns = 3000000;  /* a visitor's slice: short, so it rechecks home often */
+__u32 stall;                     /* test-only fault: dispatch nothing, the watchdog ejects us */
+__u32 n_parts;                   /* partitions set by userspace */
+struct sa_sched_exit exit_info;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, SA_SCHED_MAX_THREADS);
+    __type(key, u32);
+    __type(value, struct sa_sched_thread);
+} threads SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, SA_SCHED_MAX_THREADS);
+    __type(key, u32);
+    __type(value, struct sa_sched_stats);
+} stats SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_CPUS);
+    __type(key, u32);
+    __type(value, u32);
+} cpu_part SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_PARTS);
+    __type(key, u32);
+    __type(value, struct sa_sched_part);
+} parts SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_PARTS);
+    __type(key, u32);
+    __type(value, struct sa_sched_order);
+} order SEC(".maps");
+
+/* rank: home * SA_SCHED_MAX_PARTS + part -> part's place in home's order (0 nearest), or
+ * SA_SCHED_NONE (home itself, or no such partition). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_PARTS *SA_SCHED_MAX_PARTS);
+    __type(key, u32);
+    __type(value, u32);
+} rank SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_PARTS);
+    __type(key, u32);
+    __type(value, u64);
+} part_vtime SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_CPUS);
+    __type(key, u32);
+    __type(value, struct sa_sched_running);
+} running SEC(".maps");
+
+static u32 part_of(s32 cpu)
+{
+    u32 key = cpu;
+    u32 *part = bpf_map_lookup_elem(&cpu_part, &key);
+
+    return part && *part < SA_SCHED_MAX_PARTS ? *part : SA_SCHED_NONE;
+}
+
+static struct sa_sched_stats *stats_of(struct task_struct *p, const struct sa_sched_thread *t)
+{
+    u32 tid = p->pid;
+    struct sa_sched_stats *st = bpf_map_lookup_elem(&stats, &tid);
+
+    if (!st) {
+        struct sa_sched_stats zero = {.part = SA_SCHED_NONE, .vm = t->vm};
+
+        bpf_map_update_elem(&stats, &tid, &zero, BPF_NOEXIST);
+        st = bpf_map_lookup_elem(&stats, &tid);
+    }
+    return st;
+}
+
+/* One pass over a partition's CPUs p may use (bpf_loop callback), by mode. */
+enum scan_mode {
+    SCAN_CLAIM_IDLE, /* claim an idle one */
+    SCAN_VISITOR,    /* find one a visitor runs on */
+    SCAN_KICK_IDLE,  /* wake every idle one (to dispatch from the partition's queue) */
+};
+
+struct scan {
+    struct task_struct *p;
+    u32 part;
+    u32 kick;
+    s32 found;
+};
+
+static long scan_cpu(u32 i, void *data)
+{
+    struct scan *s = data;
+    struct sa_sched_part *pc;
+    struct sa_sched_running *r;
+    u32 key = s->part, cpu;
+
+    pc = bpf_map_lookup_elem(&parts, &key);
+    if (!pc || i >= pc->n || i >= SA_SCHED_MAX_PART_CPUS)
+        return 1;
+    cpu = pc->cpus[BOUND(i, SA_SCHED_MAX_PART_CPUS)]; /* the mask keeps the verifier sure */
+    if (cpu >= SA_SCHED_MAX_CPUS || !bpf_cpumask_test_cpu(cpu, s->p->cpus_ptr))
+        return 0;
+    if (s->kick == SCAN_CLAIM_IDLE) {
+        if (scx_bpf_test_and_clear_cpu_idle(cpu)) {
+            s->found = cpu;
+            return 1;
+        }
+        return 0;
+    }
+    if (s->kick == SCAN_KICK_IDLE) {
+        scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+        return 0;
+    }
+    r = bpf_map_lookup_elem(&running, &cpu);
+    if (r && r->visitor) {
+        s->found = cpu;
+        return 1;
+    }
+    return 0;
+}
+
+static s32 scan_part(struct task_struct *p, u32 part, u32 kick)
+{
+    struct scan s = {.p = p, .part = part, .kick = kick, .found = -1};
+    struct sa_sched_part *pc = bpf_map_lookup_elem(&parts, &part);
+
+    if (!pc || !pc->n)
+        return -1;
+    bpf_loop(SA_SCHED_MAX_PART_CPUS, scan_cpu, &s, 0);
+    return s.found;
+}
+
+/* An idle home CPU p may use, prev first. */
+static s32 idle_at_home(struct task_struct *p, const struct sa_sched_thread *t, s32 prev)
+{
+    if (prev >= 0 && part_of(prev) == t->home && bpf_cpumask_test_cpu(prev, p->cpus_ptr) &&
+        scx_bpf_test_and_clear_cpu_idle(prev))
+        return prev;
+    return scan_part(p, t->home, SCAN_CLAIM_IDLE);
+}
+
+struct away {
+    struct task_struct *p;
+    u32 home;
+    u32 reach;
+    s32 found;
+};
+
+static long away_part(u32 i, void *data)
+{
+    struct away *a = data;
+    struct sa_sched_order *o;
+    u32 key = a->home, part;
+
+    o = bpf_map_lookup_elem(&order, &key);
+    if (!o || i >= o->n || i >= a->reach || i >= SA_SCHED_MAX_PARTS)
+        return 1;
+    part = o->parts[BOUND(i, SA_SCHED_MAX_PARTS)];
+    a->found = scan_part(a->p, part, SCAN_CLAIM_IDLE);
+    return a->found >= 0;
+}
+
+/* An idle CPU p may use in another partition, nearest first, within its reach. */
+static s32 idle_away(struct task_struct *p, const struct sa_sched_thread *t)
+{
+    struct away a = {.p = p, .home = t->home, .reach = t->reach, .found = -1};
+
+    if (!t->reach)
+        return -1;
+    bpf_loop(SA_SCHED_MAX_PARTS, away_part, &a, 0);
+    return a.found;
+}
+
+/* Whether a thread homed by t may run on partition part: home, or within its reach. */
+static bool may_run_on(const struct sa_sched_thread *t, u32 part)
+{
+    u32 key, *r;
+
+    if (part == t->home)
+        return true;
+    if (t->home >= SA_SCHED_MAX_PARTS || part >= SA_SCHED_MAX_PARTS)
+        return false;
+    key = t->home * SA_SCHED_MAX_PARTS + part;
+    r = bpf_map_lookup_elem(&rank, &key);
+    return r && *r < t->reach;
+}
+
+/* Pulling a visitor onto an idle CPU (dispatch): the first thread queued at a partition, in
+ * vtime order, that may come here. */
+struct pull {
+    s32 cpu;
+    u32 part; /* the CPU's */
+    bool done;
+};
+
+static long pull_from(u32 i, void *data)
+{
+    struct pull *pl = data;
+    struct sa_sched_order *o;
+    struct bpf_iter_scx_dsq it;
+    struct task_struct *p;
+    u32 key = pl->part, from, n = 0;
+
+    o = bpf_map_lookup_elem(&order, &key);
+    if (!o || i >= o->n || i >= SA_SCHED_MAX_PARTS)
+        return 1;
+    from = o->parts[BOUND(i, SA_SCHED_MAX_PARTS)];
+    if (scx_bpf_dsq_nr_queued(from) <= 0)
+        return 0;
+    bpf_iter_scx_dsq_new(&it, from, 0);
+    while ((p = bpf_iter_scx_dsq_next(&it))) {
+        u32 tid = p->pid;
+        struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+        if (++n > 32)
+            break;
+        if (!t || !may_run_on(t, pl->part) || !bpf_cpumask_test_cpu(pl->cpu, p->cpus_ptr))
+            continue;
+        scx_bpf_dsq_move_set_slice(&it, slice_visit_ns);
+        if (scx_bpf_dsq_move(&it, p, SCX_DSQ_LOCAL, 0)) {
+            pl->done = true;
+            break;
+        }
+    }
+    bpf_iter_scx_dsq_destroy(&it);
+    return pl->done;
+}
+
+SEC("struct_ops/sa_select_cpu")
+s32 BPF_PROG(sa_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+    u32 tid = p->pid;
+    struct sa_sched_thread *t;
+    s32 cpu;
+
+    if (stall)
+        return prev_cpu;
+    t = bpf_map_lookup_elem(&threads, &tid);
+    if (!t) {
+        bool idle = false;
+
+        cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &idle);
+        if (idle)
+            scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_owner_ns, 0);
+        return cpu;
+    }
+    cpu = idle_at_home(p, t, prev_cpu);
+    if (cpu >= 0) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_owner_ns, 0);
+        return cpu;
+    }
+    cpu = idle_away(p, t);
+    if (cpu >= 0) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, 0);
+        return cpu;
+    }
+    /* Queued at home by enqueue, whichever CPU it is woken on. */
+    return prev_cpu;
+}
+
+SEC("struct_ops/sa_enqueue")
+void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
+{
+    u32 tid = p->pid, home;
+    struct sa_sched_thread *t;
+    struct sa_sched_stats *st;
+    s32 cpu, here;
+    u64 *pv, vt;
+    bool kicked;
+
+    if (stall) {
+        scx_bpf_dsq_insert(p, SA_SCHED_DSQ_STALL, slice_owner_ns, enq_flags);
+        return;
+    }
+    t = bpf_map_lookup_elem(&threads, &tid);
+    if (!t) {
+        scx_bpf_dsq_insert(p, SA_SCHED_DSQ_OTHERS, slice_owner_ns, enq_flags);
+        return;
+    }
+    st = stats_of(p, t);
+    if (st && !st->queued_at)
+        st->queued_at = bpf_ktime_get_ns();
+    home = t->home;
+
+    /* Home first, if a CPU there is idle. */
+    here = scx_bpf_task_cpu(p);
+    cpu = idle_at_home(p, t, here);
+    if (cpu >= 0) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_owner_ns, enq_flags);
+        scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+        return;
+    }
+    /* At home with nothing else to run here: go on. */
+    if ((enq_flags & SCX_ENQ_LAST) && here >= 0 && part_of(here) == home &&
+        bpf_cpumask_test_cpu(here, p->cpus_ptr)) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_owner_ns, enq_flags);
+        return;
+    }
+    /* A visitor at the end of its slice stays where it is while no owner there waits: none
+     * queued for the partition or already moved to this CPU, and it was not kicked off. */
+    kicked = st && st->kicked;
+    if (st)
+        st->kicked = 0;
+    if (!(enq_flags & SCX_ENQ_WAKEUP) && here >= 0 && !kicked) {
+        u32 part = part_of(here);
+
+        if (part != home && part != SA_SCHED_NONE && may_run_on(t, part) &&
+            bpf_cpumask_test_cpu(here, p->cpus_ptr) && scx_bpf_dsq_nr_queued(part) == 0 &&
+            scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) == 0) {
+            scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
+            return;
+        }
+    }
+    cpu = idle_away(p, t);
+    if (cpu >= 0) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_visit_ns, enq_flags);
+        scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+        return;
+    }
+
+    /* Queue at home in vtime order; a thread asleep long gets at most one slice of credit. */
+    vt = st ? st->vtime : 0;
+    pv = bpf_map_lookup_elem(&part_vtime, &home);
+    if (pv && vt + slice_owner_ns < *pv)
+        vt = *pv - slice_owner_ns;
+    if (st)
+        st->vtime = vt;
+    scx_bpf_dsq_insert_vtime(p, home, slice_owner_ns, vt, enq_flags);
+
+    /* Switched in while running where it may not be (the kernel lets it go on there): off
+     * now, so it waits at home. */
+    if (here >= 0 && !may_run_on(t, part_of(here)) && scx_bpf_task_running(p))
+        scx_bpf_kick_cpu(here, SCX_KICK_PREEMPT);
+
+    /* Owners first: a visitor on a home CPU this thread may use leaves now. */
+    cpu = scan_part(p, home, SCAN_VISITOR);
+    if (cpu < 0) {
+        /* None: make sure an idle home CPU (one that went idle since the scan) dispatches. */
+        scan_part(p, home, SCAN_KICK_IDLE);
+    } else {
+        struct sa_sched_running *r = bpf_map_lookup_elem(&running, &cpu);
+
+        if (r && r->visitor) {
+            u32 vtid = r->tid;
+            struct sa_sched_stats *vs = bpf_map_lookup_elem(&stats, &vtid);
+
+            r->visitor = 0;
+            if (vs) {
+                vs->kicked = 1;
+                __sync_fetch_and_add(&vs->preempted, 1);
+            }
+            if (st)
+                __sync_fetch_and_add(&st->preempts, 1);
+            scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+        }
+    }
+}
+
+SEC("struct_ops/sa_dispatch")
+void BPF_PROG(sa_dispatch, s32 cpu, struct task_struct *prev)
+{
+    u32 part;
+
+    if (stall)
+        return;
+    part = part_of(cpu);
+    if (part != SA_SCHED_NONE && scx_bpf_dsq_move_to_local(part))
+        return;
+    if (scx_bpf_dsq_move_to_local(SA_SCHED_DSQ_OTHERS))
+        return;
+    /* No owner waits, and the one that ran (prev) is not going on here, as the kernel lets a
+     * still runnable prev do when nothing is dispatched: a visitor from the nearest partition
+     * where one may come here. */
+    if (prev && ((prev->scx.flags & SCX_TASK_QUEUED) || prev->__state == 0 /* running */)) {
+        u32 tid = prev->pid;
+        struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+        if (t && t->home == part)
+            return;
+    }
+    if (part != SA_SCHED_NONE) {
+        struct pull pl = {.cpu = cpu, .part = part};
+
+        bpf_loop(SA_SCHED_MAX_PARTS, pull_from, &pl, 0);
+    }
+}
+
+SEC("struct_ops/sa_runnable")
+void BPF_PROG(sa_runnable, struct task_struct *p, u64 enq_flags)
+{
+    u32 tid = p->pid;
+    struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
+    struct sa_sched_stats *st;
+
+    if (!t)
+        return;
+    st = stats_of(p, t);
+    if (st)
+        st->queued_at = bpf_ktime_get_ns();
+}
+
+SEC("struct_ops/sa_running")
+void BPF_PROG(sa_running, struct task_struct *p)
+{
+    u32 tid = p->pid, part;
+    s32 cpu = scx_bpf_task_cpu(p);
+    struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
+    struct sa_sched_running *r;
+    struct sa_sched_stats *st;
+    u64 now = bpf_ktime_get_ns(), *pv;
+    bool visitor;
+
+    if (!t)
+        return;
+    st = stats_of(p, t);
+    if (!st)
+        return;
+    part = part_of(cpu);
+    visitor = part != t->home;
+    if (st->queued_at && now > st->queued_at)
+        st->wait_ns += now - st->queued_at;
+    st->queued_at = 0;
+    st->started_at = now;
+    st->runs++;
+    if (visitor && st->part != part)
+        st->visits++;
+    st->cpu = cpu;
+    st->part = part;
+    st->vm = t->vm;
+    r = bpf_map_lookup_elem(&running, &cpu);
+    if (r) {
+        r->tid = tid;
+        r->visitor = visitor;
+    }
+    if (!visitor) {
+        u32 home = t->home;
+
+        pv = bpf_map_lookup_elem(&part_vtime, &home);
+        if (pv && *pv < st->vtime)
+            *pv = st->vtime;
+    }
+}
+
+SEC("struct_ops/sa_stopping")
+void BPF_PROG(sa_stopping, struct task_struct *p, bool runnable)
+{
+    u32 tid = p->pid;
+    struct sa_sched_stats *st = bpf_map_lookup_elem(&stats, &tid);
+    struct sa_sched_running *r;
+    u64 now = bpf_ktime_get_ns(), used;
+    u32 cpu, weight;
+
+    if (!st || !st->started_at)
+        return;
+    used = now > st->started_at ? now - st->started_at : 0;
+    st->started_at = 0;
+    if (st->part < SA_SCHED_MAX_PARTS)
+        st->run_ns[BOUND(st->part, SA_SCHED_MAX_PARTS)] += used;
+    weight = p->scx.weight ? p->scx.weight : 100;
+    st->vtime += used * 100 / weight;
+    cpu = st->cpu;
+    r = bpf_map_lookup_elem(&running, &cpu);
+    if (r && r->tid == tid) {
+        r->tid = 0;
+        r->visitor = 0;
+    }
+    if (runnable && !st->queued_at)
+        st->queued_at = now;
+}
+
+SEC("struct_ops/sa_quiescent")
+void BPF_PROG(sa_quiescent, struct task_struct *p, u64 deq_flags)
+{
+    u32 tid = p->pid;
+    struct sa_sched_stats *st = bpf_map_lookup_elem(&stats, &tid);
+
+    if (st)
+        st->queued_at = 0;
+}
+
+SEC("struct_ops/sa_init")
+s32 BPF_PROG(sa_init)
+{
+    s32 err;
+
+    /* Also makes clang emit struct cpumask whole (see its declaration). */
+    if (!bpf_core_type_exists(struct cpumask))
+        return -22;
+    for (u32 i = 0; i < SA_SCHED_MAX_PARTS; i++) {
+        err = scx_bpf_create_dsq(i, -1);
+        if (err)
+            return err;
+    }
+    err = scx_bpf_create_dsq(SA_SCHED_DSQ_OTHERS, -1);
+    if (err)
+        return err;
+    return scx_bpf_create_dsq(SA_SCHED_DSQ_STALL, -1);
+}
+
+SEC("struct_ops/sa_exit")
+void BPF_PROG(sa_exit, struct scx_exit_info *ei)
+{
+    exit_info.exit_cpu = ei->exit_cpu;
+    exit_info.exit_code = ei->exit_code;
+    bpf_probe_read_kernel_str(exit_info.reason, sizeof(exit_info.reason), ei->reason);
+    bpf_probe_read_kernel_str(exit_info.msg, sizeof(exit_info.msg), ei->msg);
+    /* Last: userspace reads the strings once it sees a kind. */
+    exit_info.kind = ei->kind ? ei->kind : 1;
+}
+
+SEC(".struct_ops")
+struct sched_ext_ops softaff_ops = {
+    .select_cpu = (void *)sa_select_cpu,
+    .enqueue = (void *)sa_enqueue,
+    .dispatch = (void *)sa_dispatch,
+    .runnable = (void *)sa_runnable,
+    .running = (void *)sa_running,
+    .stopping = (void *)sa_stopping,
+    .quiescent = (void *)sa_quiescent,
+    .init = (void *)sa_init,
+    .exit = (void *)sa_exit,
+    /* ENQ_LAST: a thread at the end of its slice with nothing else to run is enqueued, not
+     * kept running by the kernel wherever it is (a thread away from home would stay there). */
+    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
+    .timeout_ms = 5000,
+    .name = "softaff",
+};
