@@ -28,12 +28,16 @@ socket=/run/softaff/softaffd.sock
 layout=node
 [policy]
 manage=explicit
+[memory]
+migrate=off
 [sensing]
 mode={mode}
 """
-# Status (JSON), /proc/stat's cpu lines and A's vCPU run times, one record a second, from one
-# process on CPU 1 (A's home: the idle partition 0 stays as quiet as the host lets it), until
-# /tmp/poll.stop exists. "@@ <uptime>" starts each record.
+# Status (JSON), /proc/stat's cpu lines and A's vCPU run times, one record every 2 s, from one
+# process on CPU 0 (on CPU 1, behind A's two spinning vCPUs, it starves; its few % of CPU 0 are
+# unmanaged load there, well under the margin), until /tmp/poll.stop exists. "@@ <uptime>"
+# starts each record. No memory moves ([memory] migrate=off): a 19-s migrate_pages call of the
+# mover is load of its own.
 POLLER = """rm -f /tmp/poll.stop
 pid=$(cat /run/libvirt/qemu/mn-A.pid)
 while [ ! -e /tmp/poll.stop ]; do
@@ -44,7 +48,7 @@ while [ ! -e /tmp/poll.stop ]; do
         case "$(cat $t/comm)" in "CPU "*) echo "vcpu $(cut -d' ' -f1 $t/schedstat)";; esac
     done
     [ -S /run/softaff/softaffd.sock ] && {ctl} status --json 2>/dev/null
-    sleep 1
+    sleep 2
 done >/tmp/poll.out
 """
 
@@ -122,8 +126,8 @@ class Run:
         second one) and starts the poller."""
         self.create("B", 1, 0, paused=True)
         self.create("A", 2, 1, mode=a_mode)
-        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup taskset -c 1 bash /tmp/poll.sh "
-                ">/dev/null 2>&1 &" % POLLER.format(ctl="taskset -c 1 " + self.ctl))
+        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup taskset -c 0 bash /tmp/poll.sh "
+                ">/dev/null 2>&1 &" % POLLER.format(ctl=self.ctl))
         t0 = time.monotonic()
         while True:
             recs = self.records()
@@ -150,7 +154,7 @@ class Run:
                    "break; sleep 0.2; done; rm -f /run/softaff/softaffd.sock", timeout=60)
 
     def status(self):
-        return json.loads(self.sh("taskset -c 1 %s status --json" % self.ctl, timeout=60))
+        return json.loads(self.sh("taskset -c 0 %s status --json" % self.ctl, timeout=60))
 
     def records(self):
         out = self.h.run("cat /tmp/poll.out 2>/dev/null", timeout=120).out
@@ -186,10 +190,19 @@ class Run:
         return sum(y - x for x, y in zip(a.vcpus, b.vcpus)) / 1e9 / (b.t - a.t)
 
     def measure(self, seconds):
-        """Sleeps seconds; returns the poller's records of that time."""
+        """Sleeps seconds; returns the poller's records of that time, waiting up to a minute
+        more for 3 records with a status (a softaffctl start can take seconds here)."""
         t0 = self.uptime()
         time.sleep(seconds)
-        return self.window(t0, self.uptime())
+        deadline = time.monotonic() + 60
+        while True:
+            recs = self.window(t0, self.uptime())
+            if sum(1 for r in recs if r.status) >= 3 or time.monotonic() > deadline:
+                if len(recs) < 2:
+                    raise AssertionError("the poller recorded %d times in %.0f s" % (
+                        len(recs), seconds))
+                return recs
+            time.sleep(2)
 
     def set_a(self, mode):
         self.sh("%s set mn-A --mode %s --live" % (self.ctl, mode), timeout=60)
