@@ -33,23 +33,18 @@ migrate=off
 [sensing]
 mode={mode}
 """
-# Status (JSON), /proc/stat's cpu lines and A's vCPU run times, one record every 2 s, from one
-# process on CPU 0 (on CPU 1, behind A's two spinning vCPUs, it starves; its few % of CPU 0 are
-# unmanaged load there, well under the margin), until /tmp/poll.stop exists. "@@ <uptime>"
-# starts each record. No memory moves ([memory] migrate=off): a 19-s migrate_pages call of the
-# mover is load of its own.
-POLLER = """rm -f /tmp/poll.stop
+# One record: "@@ <uptime>", /proc/stat's cpu lines, A's vCPU run times, and status (JSON) when
+# softaffd runs; polled from the test, on CPU 0 (on CPU 1, behind A's two spinning vCPUs, it
+# starves; its few % of CPU 0 are unmanaged load there, well under the margin).
+POLL = """read -r up _ </proc/uptime
+echo "@@ $up"
+grep '^cpu[0-9]' /proc/stat
 pid=$(cat /run/libvirt/qemu/mn-A.pid)
-while [ ! -e /tmp/poll.stop ]; do
-    read -r up _ </proc/uptime
-    echo "@@ $up"
-    grep '^cpu[0-9]' /proc/stat
-    for t in /proc/$pid/task/*; do
-        case "$(cat $t/comm)" in "CPU "*) echo "vcpu $(cut -d' ' -f1 $t/schedstat)";; esac
-    done
-    [ -S /run/softaff/softaffd.sock ] && {ctl} status --json 2>/dev/null
-    sleep 2
-done >/tmp/poll.out
+for t in /proc/$pid/task/*; do
+    case "$(cat $t/comm)" in "CPU "*) echo "vcpu $(cut -d' ' -f1 $t/schedstat)";; esac
+done
+[ -S /run/softaff/softaffd.sock ] && timeout 20 {ctl} status --json 2>/dev/null
+exit 0
 """
 
 
@@ -126,11 +121,11 @@ class Run:
         second one) and starts the poller."""
         self.create("B", 1, 0, paused=True)
         self.create("A", 2, 1, mode=a_mode)
-        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup taskset -c 0 bash /tmp/poll.sh "
-                ">/dev/null 2>&1 &" % POLLER.format(ctl=self.ctl))
+        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF" % POLL.format(ctl=self.ctl))
         t0 = time.monotonic()
+        recs = []
         while True:
-            recs = self.records()
+            recs = (recs + [self.poll()])[-3:]
             if len(recs) >= 3:
                 a, b = recs[-3], recs[-1]
                 runs = [(y - x) / 1e9 / (b.t - a.t) for x, y in zip(a.vcpus, b.vcpus)]
@@ -156,29 +151,12 @@ class Run:
     def status(self):
         return json.loads(self.sh("taskset -c 0 %s status --json" % self.ctl, timeout=60))
 
-    def records(self):
-        out = self.h.run("cat /tmp/poll.out 2>/dev/null", timeout=120).out
-        recs = []
-        for chunk in out.split("@@ ")[1:]:
-            lines = chunk.split("\n")
-            try:
-                t = float(lines[0])
-                stat, vcpus, status = {}, [], None
-                for line in lines[1:]:
-                    f = line.split()
-                    if f and re.match(r"cpu\d+$", f[0]):
-                        stat[int(f[0][3:])] = [int(x) for x in f[1:]]
-                    elif f and f[0] == "vcpu":
-                        vcpus.append(int(f[1]))
-                    elif line.startswith("{"):
-                        status = json.loads(line)
-                recs.append(Record(t, stat, vcpus, status))
-            except (ValueError, IndexError):
-                pass  # the last record may be half written
-        return recs
-
-    def window(self, t_from, t_to):
-        return [r for r in self.records() if t_from <= r.t <= t_to]
+    def poll(self):
+        """One record now (see POLL)."""
+        out = self.h.run("taskset -c 0 bash /tmp/poll.sh", timeout=60).out
+        for rec in parse(out):
+            return rec
+        raise AssertionError("no record in the poll's output: %r" % out[-500:])
 
     def a_run(self, recs):
         """A's vCPU run over the records, in CPUs."""
@@ -190,19 +168,12 @@ class Run:
         return sum(y - x for x, y in zip(a.vcpus, b.vcpus)) / 1e9 / (b.t - a.t)
 
     def measure(self, seconds):
-        """Sleeps seconds; returns the poller's records of that time, waiting up to a minute
-        more for 3 records with a status (a softaffctl start can take seconds here)."""
-        t0 = self.uptime()
-        time.sleep(seconds)
-        deadline = time.monotonic() + 60
-        while True:
-            recs = self.window(t0, self.uptime())
-            if sum(1 for r in recs if r.status) >= 3 or time.monotonic() > deadline:
-                if len(recs) < 2:
-                    raise AssertionError("the poller recorded %d times in %.0f s" % (
-                        len(recs), seconds))
-                return recs
-            time.sleep(2)
+        """Records every 2 s or so for seconds (the last one at seconds or later)."""
+        recs = [self.poll()]
+        while recs[-1].t - recs[0].t < seconds:
+            time.sleep(1.5)
+            recs.append(self.poll())
+        return recs
 
     def set_a(self, mode):
         self.sh("%s set mn-A --mode %s --live" % (self.ctl, mode), timeout=60)
@@ -211,7 +182,31 @@ class Run:
         return self.h.run("tail -n %d /var/log/softaffd.log" % n, timeout=30).out
 
     def stop(self):
-        self.h.run("touch /tmp/poll.stop", timeout=30)
+        pass
+
+
+def parse(out):
+    """The records in a poll's output."""
+    recs = []
+    for chunk in out.split("@@ ")[1:]:
+        lines = chunk.split("\n")
+        t = float(lines[0])
+        stat, vcpus, status = {}, [], None
+        for k, line in enumerate(lines[1:]):
+            f = line.split()
+            if f and re.match(r"cpu\d+$", f[0]):
+                stat[int(f[0][3:])] = [int(x) for x in f[1:]]
+            elif f and f[0] == "vcpu":
+                vcpus.append(int(f[1]))
+            elif line.startswith("{"):
+                # softaffctl's JSON, on one line or more: the rest of the record
+                try:
+                    status = json.JSONDecoder().raw_decode("\n".join(lines[1 + k:]))[0]
+                except ValueError:
+                    log("unreadable status: %r" % "\n".join(lines[1 + k:])[:300])
+                break
+        recs.append(Record(t, stat, vcpus, status))
+    return recs
 
 
 def utilization_pairs(recs, pid):
