@@ -755,8 +755,9 @@ static void retreat(Tick *t, Decision *d)
         guint id = g_array_index(visited, guint, k);
         if (visit_gone(t, d, k, &p))
             continue;
-        if (!sa_policy_should_retreat(t->owner_demand[p], t->capacity[p], t->visitors_now[p],
-                                      t->margin[p])) {
+        double demand =
+            sa_policy_retreat_demand(t->owner_demand[p], t->unmanaged[p], t->interval_ns);
+        if (!sa_policy_should_retreat(demand, t->capacity[p], t->visitors_now[p], t->margin[p])) {
             k++;
             continue;
         }
@@ -765,7 +766,7 @@ static void retreat(Tick *t, Decision *d)
         if (d->n_forced < MAX_IDS)
             ids[d->n_forced] = id;
         if (d->n_forced == 0) {
-            need = t->owner_demand[p];
+            need = demand;
             cap = t->capacity[p];
         }
         d->n_forced++;
