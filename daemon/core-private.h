@@ -21,6 +21,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct SaIdleCheck SaIdleCheck; /* sample.c */
+
 typedef enum {
     SA_VM_MANAGED,
     SA_VM_UNMANAGED, /* mode off, manage=explicit without settings, pinned by the user, ... */
@@ -137,7 +139,13 @@ struct SaCore {
     bool *idle_known;
     guint n_idle;
     guint64 idle_prev_ns;
-    guint64 idle_gen; /* sense_gen of the sensor those came from, 0 none */
+    guint64 idle_gen;           /* sense_gen of the sensor those came from, 0 none */
+    guint64 *visitor_prev;      /* the sensor's per-CPU visitor run totals at the last sample */
+    double *cpu_visitors;       /* per CPU (n_cpu_busy): the visitors' share of the interval
+                                   there, NULL when not measured this sample */
+    SaIdleCheck *idle_check;    /* the sensor's idle time against /proc/stat's (sample.c) */
+    char *utilization_fallback; /* why utilization comes from /proc/stat although the sensor
+                                   is loaded (it disagreed), NULL while the sensor's is used */
 
     GHashTable *vms;         /* key -> SaVm* */
     GPtrArray *sorted;       /* the VMs by name then key, NULL until asked again */
@@ -191,6 +199,32 @@ struct SaCore {
  * still fit) double the gap before the next one, up to this; one that acts resets it. */
 #define SA_EVENT_TICK_MAX_GAP_US (320 * 1000)
 
+/* ---- sample.c: the sensor's idle time checked against /proc/stat ----
+ * The sensor's per-CPU idle time is only worth using where it says what /proc/stat says, over
+ * a span long enough for /proc/stat's 10-ms ticks: each sample adds both per CPU; once
+ * SA_IDLE_CHECK_SPAN_NS have gathered (SA_IDLE_CHECK_MIN_SAMPLES samples at least), a CPU
+ * whose two idle times differ by more than SA_IDLE_CHECK_TOLERANCE of the span fails the check.
+ * Then softaffd says so once and takes utilization from /proc/stat for good (events still come
+ * from the sensor). A span that passes starts the next one. */
+#define SA_IDLE_CHECK_SPAN_NS (G_GUINT64_CONSTANT(2000000000))
+#define SA_IDLE_CHECK_MIN_SAMPLES 3
+#define SA_IDLE_CHECK_TOLERANCE 0.10
+
+SaIdleCheck *sa_idle_check_new(void);
+void sa_idle_check_free(SaIdleCheck *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SaIdleCheck, sa_idle_check_free)
+/* Starts over (a new sensor, a CPU count that changed). */
+void sa_idle_check_reset(SaIdleCheck *c);
+/* One sample of n CPUs over interval_ns: per CPU, /proc/stat's idle fraction (idle + iowait)
+ * and the sensor's idle ns, where known[cpu] (the sensor saw that CPU both times). Returns
+ * false when a span ends failing; then *cpu, *proc_idle and *sense_idle (fractions of the
+ * span) name the worst CPU. */
+bool sa_idle_check_add(SaIdleCheck *c, guint n, const double *proc_idle, const guint64 *sense_ns,
+                       const bool *known, guint64 interval_ns, guint *cpu, double *proc_frac,
+                       double *sense_frac);
+/* Spans checked so far (all passed: the first failure ends the checking). */
+guint sa_idle_check_spans(const SaIdleCheck *c);
+
 /* ---- core.c: event sensing ---- */
 /* Loads the sensor as [sensing] mode says and watches its events (softaffd's start; tests and
  * benchmarks that never call it sense on the tick alone). Logs the mode and why once. False
@@ -200,6 +234,9 @@ bool sa_core_start_sensing(SaCore *core, GError **error);
 void sa_core_stop_sensing(SaCore *core);
 /* "bpf" or "proc", and why. */
 const char *sa_core_sensing_mode(const SaCore *core);
+/* Where per-CPU utilization comes from: "bpf" (the sensor's idle time) or "proc" (/proc/stat:
+ * no sensor, or its idle time failed the check against /proc/stat). */
+const char *sa_core_utilization_source(const SaCore *core);
 /* After a tick: watch the CPUs of every partition some managed VM of another home is allowed
  * onto, ignoring those visitors' vCPU threads. */
 void sa_core_sense_update(SaCore *core);

@@ -45,6 +45,8 @@ void sa_core_free(SaCore *core)
     core->stopped = NULL;
     sa_core_stop_sensing(core);
     g_free(core->sensing_reason);
+    g_free(core->utilization_fallback);
+    sa_idle_check_free(core->idle_check);
     g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
     for (guint i = 0; i < vms->len; i++)
         sa_core_remove(core, g_ptr_array_index(vms, i));
@@ -60,6 +62,8 @@ void sa_core_free(SaCore *core)
     g_array_unref(core->loads);
     g_free(core->cpu_busy);
     g_free(core->idle_prev);
+    g_free(core->visitor_prev);
+    g_free(core->cpu_visitors);
     g_clear_pointer(&core->owner_tids, g_hash_table_unref);
     g_free(core->idle_known);
     g_free(core->usage);
@@ -112,6 +116,11 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
 const char *sa_core_sensing_mode(const SaCore *core)
 {
     return core->sense ? "bpf" : "proc";
+}
+
+const char *sa_core_utilization_source(const SaCore *core)
+{
+    return core->sense && !core->utilization_fallback ? "bpf" : "proc";
 }
 
 static gboolean event_tick_cb(gpointer data);
@@ -237,6 +246,10 @@ bool sa_core_start_sensing(SaCore *core, GError **error)
 
     sa_core_stop_sensing(core);
     g_clear_pointer(&core->sensing_reason, g_free);
+    /* A new sensor is checked against /proc/stat afresh (sample.c). */
+    g_clear_pointer(&core->utilization_fallback, g_free);
+    if (core->idle_check)
+        sa_idle_check_reset(core->idle_check);
     core->sensing_started = true;
     core->sense = load_sensor(cfg, &core->sensing_reason);
     core->sense_gen++;

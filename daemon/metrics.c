@@ -130,6 +130,11 @@ static void format_daemon(GString *out, const SaCore *d, const GPtrArray *vms)
     family(out, "softaff_sensing_bpf", GAUGE,
            "1 when waits are sensed by the BPF program, 0 when by /proc on the tick alone.");
     sample_uint(out, "softaff_sensing_bpf", NULL, 0, d->sense != NULL);
+    family(out, "softaff_utilization_bpf", GAUGE,
+           "1 when CPU utilization comes from the BPF program's idle time, 0 when from "
+           "/proc/stat (no program, or its idle time disagreed with /proc/stat).");
+    sample_uint(out, "softaff_utilization_bpf", NULL, 0,
+                strcmp(sa_core_utilization_source(d), "bpf") == 0);
 
     family(out, "softaff_tick_cpu_seconds", GAUGE, "CPU time the last tick took.");
     sample_double(out, "softaff_tick_cpu_seconds", NULL, 0, d->last_tick_cpu_ms / 1000.0);

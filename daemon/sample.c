@@ -2,6 +2,7 @@
 #define G_LOG_DOMAIN "softaffd"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "core-private.h"
@@ -23,32 +24,189 @@ void sa_vm_sampling_clear(SaVmSampling *s)
     g_clear_pointer(&s->deltas, g_array_unref);
 }
 
+struct SaIdleCheck {
+    guint n;           /* CPUs of the sums */
+    double *proc_ns;   /* per CPU: /proc/stat's idle time in the span ... */
+    double *sense_ns;  /* ... and the sensor's */
+    guint64 *known_ns; /* ... over this much of it (samples where the sensor knew the CPU) */
+    guint64 span_ns;   /* the span so far */
+    guint samples;
+    guint spans; /* spans that passed */
+};
+
+SaIdleCheck *sa_idle_check_new(void)
+{
+    return g_new0(SaIdleCheck, 1);
+}
+
+void sa_idle_check_free(SaIdleCheck *c)
+{
+    if (!c)
+        return;
+    g_free(c->proc_ns);
+    g_free(c->sense_ns);
+    g_free(c->known_ns);
+    g_free(c);
+}
+
+void sa_idle_check_reset(SaIdleCheck *c)
+{
+    if (c->n)
+        memset(c->known_ns, 0, sizeof(guint64) * c->n);
+    if (c->n) {
+        memset(c->proc_ns, 0, sizeof(double) * c->n);
+        memset(c->sense_ns, 0, sizeof(double) * c->n);
+    }
+    c->span_ns = 0;
+    c->samples = 0;
+}
+
+guint sa_idle_check_spans(const SaIdleCheck *c)
+{
+    return c->spans;
+}
+
+/* The worst CPU of a span that ended: false when it is beyond the tolerance. */
+static bool span_verdict(SaIdleCheck *c, guint *cpu, double *proc_frac, double *sense_frac)
+{
+    double worst = -1;
+
+    for (guint i = 0; i < c->n; i++) {
+        /* Over too little of the span (a CPU the sensor saw switch only now and then) both
+         * figures are mostly /proc/stat's rounding: judged on half the span at least. */
+        if (c->known_ns[i] * 2 < c->span_ns)
+            continue;
+        double p = c->proc_ns[i] / (double)c->known_ns[i];
+        double s = c->sense_ns[i] / (double)c->known_ns[i];
+        if (fabs(p - s) > worst) {
+            worst = fabs(p - s);
+            *cpu = i;
+            *proc_frac = p;
+            *sense_frac = s;
+        }
+    }
+    return worst <= SA_IDLE_CHECK_TOLERANCE;
+}
+
+bool sa_idle_check_add(SaIdleCheck *c, guint n, const double *proc_idle, const guint64 *sense_ns,
+                       const bool *known, guint64 interval_ns, guint *cpu, double *proc_frac,
+                       double *sense_frac)
+{
+    if (n != c->n) {
+        g_free(c->proc_ns);
+        g_free(c->sense_ns);
+        g_free(c->known_ns);
+        c->n = n;
+        c->proc_ns = g_new0(double, MAX(n, 1));
+        c->sense_ns = g_new0(double, MAX(n, 1));
+        c->known_ns = g_new0(guint64, MAX(n, 1));
+        sa_idle_check_reset(c);
+    }
+    if (interval_ns == 0)
+        return true;
+    for (guint i = 0; i < n; i++) {
+        if (!known[i])
+            continue;
+        c->proc_ns[i] += CLAMP(proc_idle[i], 0.0, 1.0) * (double)interval_ns;
+        c->sense_ns[i] += (double)MIN(sense_ns[i], interval_ns);
+        c->known_ns[i] += interval_ns;
+    }
+    c->span_ns += interval_ns;
+    c->samples++;
+    if (c->span_ns < SA_IDLE_CHECK_SPAN_NS || c->samples < SA_IDLE_CHECK_MIN_SAMPLES)
+        return true;
+    bool ok = span_verdict(c, cpu, proc_frac, sense_frac);
+    if (ok)
+        c->spans++;
+    sa_idle_check_reset(c);
+    return ok;
+}
+
+/* /proc/stat's idle fraction per CPU of the last sample (idle + iowait: the sensor counts both
+ * as the idle task's time). */
+static void proc_idle_fractions(const SaCore *core, double *out, guint n)
+{
+    for (guint i = 0; i < core->loads->len; i++) {
+        const SaCpuLoad *l = &g_array_index(core->loads, SaCpuLoad, i);
+        if (l->cpu >= 0 && (guint)l->cpu < n)
+            out[l->cpu] = l->idle + l->iowait;
+    }
+}
+
+/* Feeds the check; on a failed span, says so once and leaves utilization to /proc/stat. */
+static void check_idle(SaCore *core, const guint64 *delta, const bool *known, guint n,
+                       guint64 interval_ns)
+{
+    g_autofree double *proc = g_new0(double, MAX(n, 1));
+    guint cpu = 0;
+    double p = 0, s = 0;
+
+    if (!core->idle_check)
+        core->idle_check = sa_idle_check_new();
+    proc_idle_fractions(core, proc, n);
+    if (sa_idle_check_add(core->idle_check, n, proc, delta, known, interval_ns, &cpu, &p, &s))
+        return;
+    core->utilization_fallback = g_strdup_printf(
+        "the BPF program's idle time disagrees with /proc/stat: CPU %u %.0f%% idle against "
+        "%.0f%% over %.1f s",
+        cpu, 100 * s, 100 * p, SA_IDLE_CHECK_SPAN_NS / 1e9);
+    g_warning("sensing: %s; utilization from /proc/stat from now on (events still from the "
+              "BPF program)",
+              core->utilization_fallback);
+}
+
 /* With the sensor loaded, each CPU's busy fraction since the last sample from its idle time:
- * overrides /proc/stat's where the sensor saw that CPU switch both times. */
+ * overrides /proc/stat's where the sensor saw that CPU switch both times, unless the check
+ * against /proc/stat failed. */
 static void sample_host_idle(SaCore *core)
 {
     guint n = core->n_cpu_busy;
+    g_clear_pointer(&core->cpu_visitors, g_free);
     if (!core->sense || n == 0) {
         core->idle_gen = 0;
         return;
     }
     g_autofree guint64 *idle = g_new0(guint64, n);
     g_autofree bool *known = g_new0(bool, n);
+    g_autofree guint64 *delta = g_new0(guint64, n);
+    g_autofree bool *both = g_new0(bool, n);
+    g_autofree guint64 *visitor = g_new0(guint64, n);
     guint64 now = 0;
-    if (!sa_sense_cpu_idle(core->sense, n, idle, known, &now)) {
+    if (!sa_sense_cpu_idle(core->sense, n, idle, known, &now, visitor)) {
         core->idle_gen = 0;
         return;
     }
+    if (core->idle_gen != core->sense_gen && core->idle_check)
+        sa_idle_check_reset(core->idle_check);
     bool usable =
         core->idle_gen == core->sense_gen && core->n_idle == n && now > core->idle_prev_ns;
     for (guint cpu = 0; usable && cpu < n; cpu++) {
         if (!known[cpu] || !core->idle_known[cpu] || idle[cpu] < core->idle_prev[cpu])
             continue;
-        double f = (double)(idle[cpu] - core->idle_prev[cpu]) / (double)(now - core->idle_prev_ns);
+        both[cpu] = true;
+        delta[cpu] = idle[cpu] - core->idle_prev[cpu];
+    }
+    if (usable && !core->utilization_fallback)
+        check_idle(core, delta, both, n, now - core->idle_prev_ns);
+    /* The visitors' run by CPU: with either source of utilization (it is theirs either way). */
+    if (usable) {
+        core->cpu_visitors = g_new0(double, n);
+        for (guint cpu = 0; cpu < n; cpu++)
+            if (visitor[cpu] >= core->visitor_prev[cpu])
+                core->cpu_visitors[cpu] = CLAMP((double)(visitor[cpu] - core->visitor_prev[cpu]) /
+                                                    (double)(now - core->idle_prev_ns),
+                                                0.0, 1.0);
+    }
+    for (guint cpu = 0; usable && !core->utilization_fallback && cpu < n; cpu++) {
+        if (!both[cpu])
+            continue;
+        double f = (double)delta[cpu] / (double)(now - core->idle_prev_ns);
         core->cpu_busy[cpu] = CLAMP(1.0 - f, 0.0, 1.0);
     }
     g_free(core->idle_prev);
     g_free(core->idle_known);
+    g_free(core->visitor_prev);
+    core->visitor_prev = g_steal_pointer(&visitor);
     core->idle_prev = g_steal_pointer(&idle);
     core->idle_known = g_steal_pointer(&known);
     core->n_idle = n;

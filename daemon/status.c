@@ -253,6 +253,11 @@ static json_object *sensing_json(const SaCore *core)
                            json_object_new_string(core->sensing_reason
                                                       ? core->sensing_reason
                                                       : "not started (tick alone)"));
+    json_object_object_add(o, "utilization",
+                           json_object_new_string(sa_core_utilization_source(core)));
+    if (core->utilization_fallback)
+        json_object_object_add(o, "utilization_reason",
+                               json_object_new_string(core->utilization_fallback));
     json_object_object_add(o, "events", json_object_new_uint64(core->sense_events));
     json_object_object_add(o, "event_ticks", json_object_new_uint64(core->event_ticks));
     SaFastStats fast;

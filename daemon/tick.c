@@ -71,6 +71,7 @@ static void run_policy(SaCore *core, guint64 interval_ns, gint64 now_us)
         .topo = core->topo,
         .cpu_busy = core->cpu_busy,
         .n_cpu_busy = core->n_cpu_busy,
+        .cpu_visitors = core->cpu_visitors,
         .interval_ns = interval_ns,
         .now_ms = now_us / 1000,
     };

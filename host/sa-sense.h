@@ -78,7 +78,10 @@ guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data);
 /* Each CPU's idle time in ns since the program loaded, up to now (the idle stretch under way
  * included) into idle_ns[cpu] for cpu < n, and the monotonic time of the reading into *now_ns;
  * known[cpu] false where no switch was seen yet (an idle CPU that never woke: the caller asks
- * /proc/stat). False when the map cannot be read. */
-bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns);
+ * /proc/stat). visitor_ns (may be NULL): the same for the run of visitors' threads on each
+ * watched CPU, the threads ignored at its place (sa_sense_watch: a visiting VM's vCPUs and its
+ * QEMU process), the stretch under way included. False when the map cannot be read. */
+bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns,
+                       guint64 *visitor_ns);
 
 G_END_DECLS

@@ -86,7 +86,8 @@ guint sa_sense_all_times(SaSense *s, SaSenseTimesFunc fn, gpointer data)
     return 0;
 }
 
-bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns)
+bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns,
+                       guint64 *visitor_ns)
 {
     return false;
 }
@@ -422,7 +423,8 @@ bool sa_sense_thread_times(SaSense *s, pid_t tid, guint64 *run_ns, guint64 *dela
     return true;
 }
 
-bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns)
+bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint64 *now_ns,
+                       guint64 *visitor_ns)
 {
     struct timespec ts;
 
@@ -434,6 +436,8 @@ bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint
 
         idle_ns[cpu] = 0;
         known[cpu] = false;
+        if (visitor_ns)
+            visitor_ns[cpu] = 0;
         if (cpu >= s->n_cpus)
             continue;
         if (bpf_map__lookup_elem(s->skel->maps.idle, &key, sizeof(key), &i, sizeof(i), 0) != 0)
@@ -441,6 +445,9 @@ bool sa_sense_cpu_idle(SaSense *s, guint n, guint64 *idle_ns, bool *known, guint
         known[cpu] = i.seen != 0;
         /* A stretch under way counts up to now (its start may be a hair later than now). */
         idle_ns[cpu] = i.idle_ns + (i.idle_since && now > i.idle_since ? now - i.idle_since : 0);
+        if (visitor_ns)
+            visitor_ns[cpu] =
+                i.visitor_ns + (i.visitor_now && i.since && now > i.since ? now - i.since : 0);
     }
     *now_ns = now;
     return true;

@@ -146,6 +146,18 @@ static inline bool sa_policy_should_retreat(double owner_demand, guint capacity,
            owner_demand > capacity - visitors_now + margin;
 }
 
+/* The owners' demand a forced retreat judges them by: up to SA_POLICY_OWNER_NOISE_NS of unmanaged
+ * CPU time in the interval is host noise, as for doors. Over a short event tick right after a
+ * burst (20 ms) the burst's own actuation (libvirtd pinning, softaffd) reads as 0.9 CPU of
+ * unmanaged load on the visited partition and undid the burst 21 ms later; over a regular tick
+ * (500 ms) the allowance is 0.02 CPU. Owners' run and wait always count in full. */
+static inline double sa_policy_retreat_demand(double owner_demand, double unmanaged,
+                                              double interval_ns)
+{
+    double noise = interval_ns > 0 ? SA_POLICY_OWNER_NOISE_NS / interval_ns : 0;
+    return MAX(0.0, owner_demand - MIN(unmanaged, noise));
+}
+
 /* The back-off after the forced_retreats-th forced retreat in a row: none after the first (the
  * owner may have woken briefly), then dwell_ms doubling each time, at most max_holdoff_ms. */
 static inline gint64 sa_policy_holdoff_ms(const SaPolicyConfig *cfg, guint forced_retreats)

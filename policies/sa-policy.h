@@ -48,8 +48,12 @@ typedef struct {
     const SaTopology *topo;
     const double *cpu_busy; /* indexed by CPU number: busy fraction 0..1 over the interval */
     guint n_cpu_busy;       /* length of cpu_busy (CPUs beyond count as idle) */
-    guint64 interval_ns;    /* length of the interval the deltas cover */
-    gint64 now_ms;          /* monotonic time of this tick */
+    /* NULL, or indexed as cpu_busy: the fraction of the interval each CPU ran threads of VMs
+     * homed elsewhere (their vCPUs and their QEMU's other threads), measured where they ran
+     * (the BPF sensor); never owners' or unmanaged load. */
+    const double *cpu_visitors;
+    guint64 interval_ns; /* length of the interval the deltas cover */
+    gint64 now_ms;       /* monotonic time of this tick */
 } SaPolicyHost;
 
 /* One vCPU thread over the interval. */

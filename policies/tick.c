@@ -36,27 +36,29 @@ typedef struct {
     guint n_vms;
     const SaCpuSet *all; /* for VMs without an allowed set */
     const double *cpu_busy;
-    guint n_cpu_busy; /* 0 when the host gave no utilization */
+    guint n_cpu_busy;           /* 0 when the host gave no utilization */
+    const double *cpu_visitors; /* NULL: not measured */
 
     /* per CPU */
     guint n_cpu_map;
     int *part_of_cpu; /* from sa_policy_map_cpus() */
 
     /* per partition, in CPUs */
-    guint *capacity;      /* online CPUs */
-    double *margin;       /* max(0.25, 10% of capacity) */
-    double *busy;         /* Σ cpu_busy */
-    double *owners;       /* run of vCPUs homed here, measured here */
-    double *visitors;     /* run of vCPUs homed elsewhere, measured here */
-    double *owner_wait;   /* delay of vCPUs homed here, wherever they waited */
-    double *visitor_wait; /* delay of vCPUs homed elsewhere that last ran here */
-    double *unmanaged;    /* busy nobody explains */
-    double *owner_demand; /* owners + unmanaged + owner_wait */
-    double *visitors_now; /* visitors minus those that retreated this tick */
-    double *reserved;     /* spare promised to bursts decided this tick */
-    double *relief;       /* owner demand moved away by bursts decided this tick */
-    double *room;         /* room on each visited partition of the VM being decided */
-    guint *committed;     /* vCPUs homed here */
+    guint *capacity;           /* online CPUs */
+    double *margin;            /* max(0.25, 10% of capacity) */
+    double *busy;              /* Σ cpu_busy */
+    double *owners;            /* run of vCPUs homed here, measured here */
+    double *visitors;          /* run of vCPUs homed elsewhere, measured here */
+    double *visitors_measured; /* the visitors' threads' run here, by CPU (-1: not measured) */
+    double *owner_wait;        /* delay of vCPUs homed here, wherever they waited */
+    double *visitor_wait;      /* delay of vCPUs homed elsewhere that last ran here */
+    double *unmanaged;         /* busy nobody explains */
+    double *owner_demand;      /* owners + unmanaged + owner_wait */
+    double *visitors_now;      /* visitors minus those that retreated this tick */
+    double *reserved;          /* spare promised to bursts decided this tick */
+    double *relief;            /* owner demand moved away by bursts decided this tick */
+    double *room;              /* room on each visited partition of the VM being decided */
+    guint *committed;          /* vCPUs homed here */
     guint *owner_vms;
     guint8 *retreated; /* a visitor was pushed out this tick: no burst target this tick */
     guint8 *order_ready;
@@ -105,6 +107,7 @@ static void tick_layout(Tick *t, Arena *a)
     TAKE(a, t->busy, np);
     TAKE(a, t->owners, np);
     TAKE(a, t->visitors, np);
+    TAKE(a, t->visitors_measured, np);
     TAKE(a, t->owner_wait, np);
     TAKE(a, t->visitor_wait, np);
     TAKE(a, t->unmanaged, np);
@@ -302,15 +305,19 @@ static void measure_partitions(Tick *t)
     sa_policy_map_cpus(t->topo, t->part_of_cpu, t->n_cpu_map);
     for (guint p = 0; p < t->n_parts; p++) {
         const SaCpuSet *cpus = part_at(t, (int)p)->cpus;
-        double busy = 0;
+        double busy = 0, visitors = 0;
         guint cap = 0;
         for (int c = sa_cpuset_next(cpus, -1); c >= 0; c = sa_cpuset_next(cpus, c)) {
             cap++;
-            if ((guint)c < t->n_cpu_busy)
+            if ((guint)c < t->n_cpu_busy) {
                 busy += clamp01(t->cpu_busy[c]);
+                if (t->cpu_visitors)
+                    visitors += clamp01(t->cpu_visitors[c]);
+            }
         }
         t->capacity[p] = cap;
         t->busy[p] = busy;
+        t->visitors_measured[p] = t->cpu_visitors ? MIN(visitors, busy) : -1;
         t->margin[p] = sa_policy_margin(cap);
     }
 }
@@ -424,6 +431,15 @@ static void account_vcpus(Tick *t, SaPolicyVm *const *vms)
     }
 }
 
+/* The visitors' run on p: where the sensor measured their threads by CPU, the larger of that
+ * and their vCPUs' run by last CPU. Right after a burst a moved vCPU's last CPU may still be at
+ * home, and its QEMU's other threads are never sampled: the measure keeps both out of the
+ * owners' and unmanaged load. */
+static double visitors_on(const Tick *t, guint p)
+{
+    return MAX(t->visitors[p], t->visitors_measured[p]);
+}
+
 /* A vCPU that moved during the interval is counted where it last ran: one partition then shows
  * more run than busy time (excess) and another less (deficit). The deficit nobody explains is
  * unmanaged load, after taking the misattributed excess off, proportionally. */
@@ -431,7 +447,7 @@ static void account_partitions(Tick *t)
 {
     double excess = 0, deficit = 0;
     for (guint p = 0; p < t->n_parts; p++) {
-        double d = t->busy[p] - t->owners[p] - t->visitors[p];
+        double d = t->busy[p] - t->owners[p] - visitors_on(t, p);
         if (d > 0)
             deficit += d;
         else
@@ -439,7 +455,7 @@ static void account_partitions(Tick *t)
     }
     double keep = sa_policy_unmanaged_share(excess, deficit);
     for (guint p = 0; p < t->n_parts; p++) {
-        double d = t->busy[p] - t->owners[p] - t->visitors[p];
+        double d = t->busy[p] - t->owners[p] - visitors_on(t, p);
         t->unmanaged[p] = d > 0 ? d * keep : 0;
         double hidden = sa_policy_hidden_wait(t->unmanaged[p], t->visitors[p], t->visitor_wait[p],
                                               t->margin[p]);
@@ -739,8 +755,9 @@ static void retreat(Tick *t, Decision *d)
         guint id = g_array_index(visited, guint, k);
         if (visit_gone(t, d, k, &p))
             continue;
-        if (!sa_policy_should_retreat(t->owner_demand[p], t->capacity[p], t->visitors_now[p],
-                                      t->margin[p])) {
+        double demand =
+            sa_policy_retreat_demand(t->owner_demand[p], t->unmanaged[p], t->interval_ns);
+        if (!sa_policy_should_retreat(demand, t->capacity[p], t->visitors_now[p], t->margin[p])) {
             k++;
             continue;
         }
@@ -749,7 +766,7 @@ static void retreat(Tick *t, Decision *d)
         if (d->n_forced < MAX_IDS)
             ids[d->n_forced] = id;
         if (d->n_forced == 0) {
-            need = t->owner_demand[p];
+            need = demand;
             cap = t->capacity[p];
         }
         d->n_forced++;
@@ -1123,6 +1140,7 @@ static void tick_begin(Tick *t, const SaPolicyConfig *cfg, const SaPolicyHost *h
         .n_vms = n_vms,
         .cpu_busy = host->cpu_busy,
         .n_cpu_busy = host->cpu_busy ? host->n_cpu_busy : 0,
+        .cpu_visitors = host->cpu_busy ? host->cpu_visitors : NULL,
         .set = sa_cpuset_new(),
         .tmp = sa_cpuset_new(),
     };
@@ -1167,7 +1185,7 @@ static void report_usage(const Tick *t, SaPartitionUsage *usage)
     for (guint p = 0; p < t->n_parts; p++) {
         usage[p] = (SaPartitionUsage){
             .owners = t->owners[p],
-            .visitors = t->visitors[p],
+            .visitors = MIN(visitors_on(t, p), t->busy[p]),
             .unmanaged = t->unmanaged[p],
             .owner_demand = t->owner_demand[p],
             .n_owner_vms = t->owner_vms[p],

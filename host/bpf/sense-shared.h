@@ -33,7 +33,9 @@ struct sa_sense_idle {
     __u64 idle_ns;
     __u64 idle_since;
     __u32 seen;
-    __u32 pad;
+    __u32 visitor_now; /* the running thread is a visitor's here (ignored at this CPU's place) */
+    __u64 visitor_ns;  /* run of visitors' threads (vCPUs and the rest of their QEMU) here */
+    __u64 since;       /* when the running thread was switched in */
 };
 
 #define SA_SENSE_WAIT 0 /* threads not ignored waited past the threshold in a window */

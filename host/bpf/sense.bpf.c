@@ -300,9 +300,19 @@ int BPF_PROG(sa_switch, bool preempt, struct task_struct *prev, struct task_stru
     struct sa_sense_idle *i = bpf_map_lookup_elem(&idle, &cpu);
 
     if (i) {
+        struct sa_sense_cpu *c = bpf_map_lookup_elem(&cpus, &cpu);
+        __u32 next_pid = BPF_CORE_READ(next, pid);
+
         if (BPF_CORE_READ(prev, pid) == 0 && i->idle_since && now > i->idle_since)
             i->idle_ns += now - i->idle_since;
-        i->idle_since = BPF_CORE_READ(next, pid) == 0 ? now : 0;
+        i->idle_since = next_pid == 0 ? now : 0;
+        /* A visitor's time here, whatever the daemon's attribution of its vCPUs by their last
+         * CPU says: the threads that just moved in and its QEMU's other threads are no owners. */
+        if (i->visitor_now && i->since && now > i->since)
+            i->visitor_ns += now - i->since;
+        i->visitor_now = next_pid && c && c->watched &&
+                         ignored_at(next_pid, BPF_CORE_READ(next, tgid), c->place);
+        i->since = now;
         i->seen = 1;
     }
     switch_out(prev, cpu, now);

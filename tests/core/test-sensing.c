@@ -371,10 +371,59 @@ static void test_vcpus_via_sensor(void)
     rec_vm_unref(rec);
 }
 
+/* The sensor's idle time against /proc/stat's (sample.c): spans of 2 s or more, 3 samples at
+ * least; a CPU beyond 10 points fails the span; CPUs the sensor did not know over half the span
+ * are not judged. */
+static void test_idle_check(void)
+{
+    g_autoptr(SaIdleCheck) c = sa_idle_check_new();
+    const guint64 tick = 500 * G_GUINT64_CONSTANT(1000000);
+    double proc[2] = {0.91, 0.0};
+    guint64 sense[2] = {tick * 91 / 100, 0};
+    bool known[2] = {true, true};
+    guint cpu = 99;
+    double p = -1, s = -1;
+
+    /* Agreeing (an idle CPU 0 at 91%, a busy CPU 1): every span passes. */
+    for (guint i = 0; i < 12; i++)
+        g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_cmpuint(sa_idle_check_spans(c), ==, 3);
+
+    /* Within the tolerance (8 points): still passes. */
+    sense[0] = tick * 83 / 100;
+    for (guint i = 0; i < 4; i++)
+        g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_cmpuint(sa_idle_check_spans(c), ==, 4);
+
+    /* The 7.2 case: the sensor says CPU 0 is 1% idle, /proc/stat 91%: the span's end fails,
+     * not before (one odd sample is no verdict). */
+    sense[0] = tick / 100;
+    for (guint i = 0; i < 3; i++)
+        g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_false(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_cmpuint(cpu, ==, 0);
+    g_assert_cmpfloat_with_epsilon(p, 0.91, 1e-9);
+    g_assert_cmpfloat_with_epsilon(s, 0.01, 1e-9);
+
+    /* A CPU the sensor knew for under half the span is not judged. */
+    sa_idle_check_reset(c);
+    known[0] = false;
+    for (guint i = 0; i < 4; i++)
+        g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+
+    /* Too few samples over a long interval: no verdict yet. */
+    sa_idle_check_reset(c);
+    known[0] = true;
+    g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, 4 * tick, &cpu, &p, &s));
+    g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, 4 * tick, &cpu, &p, &s));
+    g_assert_false(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/core/sensing/disabled", test_disabled);
+    g_test_add_func("/core/sensing/idle-check", test_idle_check);
     g_test_add_func("/core/sensing/proc", test_proc);
     g_test_add_func("/core/sensing/reload", test_reload);
     g_test_add_func("/core/sensing/event-tick", test_event_tick);

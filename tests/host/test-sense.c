@@ -485,10 +485,10 @@ static void test_cpu_idle(void)
 
     spinner_start(&sp, cpu, 1000000, 0);
     g_usleep(20000); /* the spinner's first switch makes the CPU known */
-    g_assert_true(sa_sense_cpu_idle(s, n, idle0, known, &t0));
+    g_assert_true(sa_sense_cpu_idle(s, n, idle0, known, &t0, NULL));
     g_assert_true(known[cpu]);
     g_usleep(300000);
-    g_assert_true(sa_sense_cpu_idle(s, n, idle1, known, &t1));
+    g_assert_true(sa_sense_cpu_idle(s, n, idle1, known, &t1, NULL));
     spinner_stop(&sp);
     g_assert_cmpuint(t1, >, t0);
     g_assert_cmpuint(idle1[cpu], >=, idle0[cpu]);
@@ -497,7 +497,7 @@ static void test_cpu_idle(void)
     g_assert_cmpfloat(idle, <, 0.2);
     /* Idle again: the total grows with the stretch under way. */
     g_usleep(50000);
-    g_assert_true(sa_sense_cpu_idle(s, n, idle0, known, &t0));
+    g_assert_true(sa_sense_cpu_idle(s, n, idle0, known, &t0, NULL));
     g_assert_cmpuint(idle0[cpu], >=, idle1[cpu]);
 }
 

@@ -15,6 +15,9 @@ here: the cloud kernel has no 9p, so each is an ext4 image made per boot with mk
 Environment:
   SOFTAFF_BUILD_DIR      meson build root to share (default: none)
   SOFTAFF_MN_CACHE       image cache (default /var/cache/softaff-multinode)
+  SOFTAFF_MN_KERNEL      the kernel to boot, when Host(kernel=) does not say: "bookworm"
+                         (default, Debian 12's 6.1) or "unstable" (Debian unstable's 7.2.x, with
+                         sched_ext; build-host.sh fetches it with apt and gives it its own image)
   SOFTAFF_MN_NO_BUILD=1  do not run build-host.sh; use the cache as it is
   SOFTAFF_MN_KEEP=1      keep the work directory (console log) after stop()
 """
@@ -78,11 +81,35 @@ def sweep_workdirs():
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
 
 
-def build_image():
-    """Runs build-host.sh (a no-op when the cache is current); returns its KEY=path map."""
-    out = subprocess.run(["bash", os.path.join(HERE, "build-host.sh"), "--print"], check=True,
-                         stdout=subprocess.PIPE, text=True, env=dict(os.environ, SOFTAFF_MN_CACHE=CACHE)).stdout
-    return dict(line.split("=", 1) for line in out.split() if "=" in line)
+KERNELS = ("bookworm", "unstable")
+
+
+def kernel_name(kernel=None):
+    """The kernel to boot: kernel, else $SOFTAFF_MN_KERNEL, else "bookworm"."""
+    name = kernel or os.environ.get("SOFTAFF_MN_KERNEL") or "bookworm"
+    if name not in KERNELS:
+        raise HostError("unknown kernel %r (SOFTAFF_MN_KERNEL: %s)" % (name, " or ".join(KERNELS)))
+    return name
+
+
+def cached_paths(kernel):
+    """What build-host.sh makes for kernel, without running it."""
+    if kernel == "bookworm":
+        return {"KERNEL": CACHE + "/vmlinuz", "INITRD": CACHE + "/initrd.img",
+                "IMAGE": CACHE + "/host.img"}
+    return {"KERNEL": CACHE + "/vmlinuz-" + kernel, "INITRD": CACHE + "/initrd-%s.img" % kernel,
+            "IMAGE": CACHE + "/host-%s.img" % kernel}
+
+
+def build_image(kernel="bookworm"):
+    """Runs build-host.sh for kernel (a no-op when the cache is current); returns its KEY=path
+    map (KERNEL, INITRD, IMAGE)."""
+    out = subprocess.run(["bash", os.path.join(HERE, "build-host.sh"), "--print", "--kernel", kernel],
+                         check=True, stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, SOFTAFF_MN_CACHE=CACHE)).stdout
+    paths = dict(line.split("=", 1) for line in out.split() if "=" in line)
+    paths.pop("KERNEL_NAME", None)
+    return paths
 
 
 def make_share(src, image, exclude=()):
@@ -102,8 +129,9 @@ def make_share(src, image, exclude=()):
 
 
 class Host:
-    def __init__(self, cpus=2, mem_mb=2048, build_dir=None, boot_timeout=600):
+    def __init__(self, cpus=2, mem_mb=2048, build_dir=None, boot_timeout=600, kernel=None):
         self.cpus, self.mem_mb, self.boot_timeout = cpus, mem_mb, boot_timeout
+        self.kernel = kernel_name(kernel)  # "bookworm" or "unstable"
         self.build_dir = build_dir or os.environ.get("SOFTAFF_BUILD_DIR")
         self.shares = [("sa-src", SRC_ROOT)]
         if self.build_dir:
@@ -159,8 +187,8 @@ class Host:
 
     def _start(self):
         t0 = time.monotonic()
-        paths = build_image() if os.environ.get("SOFTAFF_MN_NO_BUILD") != "1" else {
-            "KERNEL": CACHE + "/vmlinuz", "INITRD": CACHE + "/initrd.img", "IMAGE": CACHE + "/host.img"}
+        paths = build_image(self.kernel) if os.environ.get("SOFTAFF_MN_NO_BUILD") != "1" \
+            else cached_paths(self.kernel)
         for key, path in paths.items():
             if not os.path.exists(path):
                 raise HostError("%s %s missing: run tests/multinode/build-host.sh" % (key, path))
@@ -178,7 +206,7 @@ class Host:
         self._connect(t0 + self.boot_timeout)
         self._wait_agent(t0 + self.boot_timeout)
         self.boot_seconds = time.monotonic() - t0
-        log("agent ready after %.1fs" % self.boot_seconds)
+        log("agent ready after %.1fs (%s kernel)" % (self.boot_seconds, self.kernel))
         for serial, path in self.shares:
             self.check("for d in /sys/block/vd*; do [ \"$(cat $d/serial)\" = %s ] && "
                        "mkdir -p %s && mount -o ro,noload /dev/${d##*/} %s && exit 0; done; "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Boot the multi-node test host (mnhost.py), run commands in it, stop it.
 
-  run-host.py [--build-dir DIR] [--cpus N] [--mem MIB] [--libvirt] [--timeout S] [CMD ...]
+  run-host.py [--build-dir DIR] [--kernel bookworm|unstable] [--cpus N] [--mem MIB] [--libvirt]
+              [--timeout S] [CMD ...]
 
 Each CMD runs with bash -c inside, as root; its output is printed as it came (stdout, then
 stderr). Without CMD, commands are read from standard input, one per line, until EOF. The exit
@@ -32,6 +33,9 @@ def run_one(h, cmd, timeout):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=os.environ.get("SOFTAFF_BUILD_DIR"))
+    ap.add_argument("--kernel", choices=mnhost.KERNELS, default=None,
+                    help="bookworm (Debian 12's 6.1, default) or unstable (7.2.x); default "
+                         "$SOFTAFF_MN_KERNEL")
     ap.add_argument("--cpus", type=int, default=2, help="CPUs, one NUMA node each (default 2)")
     ap.add_argument("--mem", type=int, default=2048, help="MiB, split evenly over the nodes")
     ap.add_argument("--libvirt", action="store_true", help="start libvirtd inside first")
@@ -40,7 +44,7 @@ def main():
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("run-host: terminated"))
     rc = 0
-    with mnhost.Host(cpus=a.cpus, mem_mb=a.mem, build_dir=a.build_dir) as h:
+    with mnhost.Host(cpus=a.cpus, mem_mb=a.mem, build_dir=a.build_dir, kernel=a.kernel) as h:
         mnhost.log("boot to ready: %.1fs" % h.boot_seconds)
         if a.libvirt:
             t0 = time.monotonic()

@@ -286,10 +286,73 @@ static void test_visitors_seen_on_one_cpu(void)
     sa_policy_vm_clear(&b);
 }
 
+/* The tick right after a burst (a short event tick): A's vCPUs were last seen at home (one
+ * moved to CPU 0 only late in the interval, or its QEMU's other threads ran there), CPU 0 was
+ * busy with them and B, its owner, is paused. Without a measure of the visitors' own run by CPU
+ * that busy time is unmanaged, the owners' (need 1.0 of 1) and A retreats; with the sensor's
+ * measure (cpu_visitors) it is A's, and A stays. */
+static bool retreats_after_burst(bool measured, guint64 interval_ms)
+{
+    g_autoptr(SaTopology) topo = sim_topology_uniform(2, 1, NULL);
+    SaPolicyVm a, b;
+    SaPolicyVm *vms[2] = {&a, &b};
+    sa_policy_vm_init(&a);
+    sa_policy_vm_init(&b);
+    a.name = "a";
+    b.name = "b";
+    a.preferred = 1;
+    b.preferred = 0;
+    a.n_vcpus = 2;
+    b.n_vcpus = 1;
+    a.allowed = b.allowed = topo->online;
+    double busy[2] = {0.02, 1.0};
+    double visitors[2] = {0, 0};
+    SaPolicyHost host = {
+        .topo = topo, .cpu_busy = busy, .n_cpu_busy = 2, .interval_ns = 500000000, .now_ms = 0};
+    SaPolicyConfig cfg;
+    sa_policy_config_init(&cfg);
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    SaVcpuSample sa_[2] = {{250000000, 250000000, 1}, {250000000, 250000000, 1}};
+    SaVcpuSample sb[1] = {{0, 0, 0}};
+    a.vcpu_samples = sa_;
+    b.vcpu_samples = sb;
+    host.now_ms += 500;
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    g_assert_cmpint(a.st.state, ==, SA_STATE_BURST);
+    /* 21 ms later: CPU 0 was 95% busy, all of it A's threads (its QEMU's other threads, a vCPU
+     * that moved at the very end); both vCPUs last seen on CPU 1, sharing it. */
+    guint64 half = interval_ms * 1000000 / 2;
+    SaVcpuSample after[2] = {{half, half, 1}, {half, half, 1}};
+    a.vcpu_samples = after;
+    busy[0] = 0.95;
+    busy[1] = 1.0;
+    visitors[0] = 0.95;
+    host.cpu_visitors = measured ? visitors : NULL;
+    host.interval_ns = interval_ms * 1000000;
+    host.now_ms += (gint64)interval_ms;
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    bool retreated = a.retreats > 0 || a.st.state != SA_STATE_BURST;
+    sa_policy_vm_clear(&a);
+    sa_policy_vm_clear(&b);
+    return retreated;
+}
+
+static void test_visitors_measured_after_burst(void)
+{
+    /* Over 60 ms, unmeasured, that is 0.95 - 0.17 (noise) of unmanaged load: A leaves, as it
+     * did after every burst; measured, it is A's own and A stays. */
+    g_assert_true(retreats_after_burst(false, 60));
+    g_assert_false(retreats_after_burst(true, 60));
+    /* Over a 21-ms event tick, 10 ms of it is host noise (sa_policy_retreat_demand): 0.95 - 0.48
+     * is below the 0.75 a 1-CPU partition's owners fill it at. */
+    g_assert_false(retreats_after_burst(false, 21));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/policy/visitors-seen-on-one-cpu", test_visitors_seen_on_one_cpu);
+    g_test_add_func("/policy/visitors-measured-after-burst", test_visitors_measured_after_burst);
     g_test_add_func("/policy/threshold", test_threshold);
     g_test_add_func("/policy/strings", test_strings);
     g_test_add_func("/policy/softness-compared", test_softness_compared);
