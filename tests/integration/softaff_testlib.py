@@ -1566,6 +1566,25 @@ def _dump_diagnostics():
 # the two-partition scenario used by the softaffd tests
 
 
+def wait_guests_quiet(guests, busy_cpus=0.1, window=0.5, timeout=30):
+    """Wait until each guest's vCPUs together ran under `busy_cpus` CPUs over one `window`
+    (schedstat, one poll at each end of it)."""
+    t0 = time.monotonic()
+    while True:
+        before = [g.schedstat() for g in guests]
+        time.sleep(window)
+        after = [g.schedstat() for g in guests]
+        used = [sum(a[v][0] - b[v][0] for v in a if v in b) / 1e9 / window
+                for b, a in zip(before, after)]
+        if all(u < busy_cpus for u in used):
+            log("guests quiet: %s CPUs" % ", ".join("%s %.2f" % (g.label, u)
+                                                   for g, u in zip(guests, used)))
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError("guests still busy after %ds: %s CPUs" % (
+                timeout, ", ".join("%s %.2f" % (g.label, u) for g, u in zip(guests, used))))
+
+
 def two_partition_scenario(daemon_first=False, interval_ms=500, softness=50, vcpus=2):
     """Config `layout=custom custom=0;1`, guests A (preferred 0) and B (preferred 1), both
     idle and ready, softaffd running and settled (A on CPU 0, B on CPU 1).
@@ -1592,6 +1611,10 @@ def two_partition_scenario(daemon_first=False, interval_ms=500, softness=50, vcp
     b.wait_ready(180)
     a.wait_vcpu_threads()
     b.wait_vcpu_threads()
+    # 'ready' comes before the end of the guests' boot: the tail of it (up to a second or two
+    # of vCPU time under TCG) is real load, and a daemon already running may burst it onto
+    # the other, idle partition. Idle guests are what this scenario starts from.
+    wait_guests_quiet([a, b])
     if not daemon_first:
         daemon.start(wait_socket=False)
     settle = 10 * interval_ms / 1000.0 + 5
