@@ -37,5 +37,6 @@ class SoftaffWeigher(weights.BaseHostWeigher):
 
     def _weigh(self, host_state, spec_obj, reports):
         report = request.report_for(reports, host_state)
-        shape = request.shape_for(report, spec_obj, CONF.softaff.default_demand_per_vcpu)
+        shape = request.shape_for(report, spec_obj, CONF.softaff.default_demand_per_vcpu,
+                                  reports)
         return fit.weight(report, shape, CONF.softaff.mode)
