@@ -157,10 +157,10 @@ class CModel:
         a = self.last[host]
         home = None
         for f in a['fit']:
-            if f['shape'] == vm['flavor'] and f['fits'] and f['partition'] >= 0:
+            if f['shape'] == vm['flavor'] and f['partition'] >= 0:
                 home = f['partition']
         if home is None:
-            home = max(a['partitions'], key=lambda p: (p['memory_available_mib'], -p['id']))['id']
+            raise RuntimeError('bench-headroom for %s: no partition for %s' % (host, vm['flavor']))
         self.homes[host][home].append(vm)
 
     def homed(self, host):

@@ -9,14 +9,15 @@ Scenarios, on the same arrivals:
   nova-defaults   Nova's default weighers and multipliers (RAM, CPU, ... spread)
   nova-stack      the default weighers set to stack: ram_weight_multiplier=-1,
                   cpu_weight_multiplier=-1 (Nova's documented way to pack)
-  softaff-pack    the default weighers plus SoftaffWeigher (pack, multiplier 10) and
-                  SoftaffFitFilter
+  softaff-pack    docs/operators.md's pack setting: the default weighers with RAM and CPU
+                  stacking (-1), SoftaffWeigher (pack, multiplier 10) and SoftaffFitFilter
+  softaff-pack-spreading  the same with the RAM and CPU weighers left spreading (+1)
   softaff-only    SoftaffWeigher (pack) and SoftaffFitFilter alone
-  softaff-pack-d0.5  softaff-pack with [softaff] default_demand_per_vcpu=0.5 (a flavor the host
-                  has not seen yet counts half a CPU per vCPU instead of one)
+  nova-stack-cpu2, softaff-pack-cpu2  nova-stack and softaff-pack with placement's
+                  cpu_allocation_ratio 2.0 instead of 4.0 (Nova's own lever against overload)
 A VM's flavor is its vCPUs and its memory rounded up to a power of two (at least 1 GiB), as a
 cloud offers a few flavors; softaffd learns a demand per vCPU per flavor on each host.
-Every scenario has placement's capacity check first (cpu_allocation_ratio 4.0,
+Every scenario has placement's capacity check first (cpu_allocation_ratio 4.0 unless said,
 ram_allocation_ratio 1.0: Nova 26's initial ratios), and softaffd's homing on each host.
 
 Figures: hosts used at the end of the day; partition-minutes in which a partition's owners
@@ -49,19 +50,20 @@ NODE_MEM_MIB = 256 * 1024
 CPU_RATIO = 4.0
 RAM_RATIO = 1.0
 
+NOVA = ['nova.scheduler.weights.all_weighers']
+SOFTAFF = NOVA + ['softaff_nova.weigher.SoftaffWeigher']
+STACK = {'ram_weight_multiplier': -1.0, 'cpu_weight_multiplier': -1.0}
 SCENARIOS = {
-    'nova-defaults': dict(weighers=['nova.scheduler.weights.all_weighers'], filters=[],
-                          stack=False),
-    'nova-stack': dict(weighers=['nova.scheduler.weights.all_weighers'], filters=[],
-                       stack=True),
-    'softaff-pack': dict(weighers=['nova.scheduler.weights.all_weighers',
-                                   'softaff_nova.weigher.SoftaffWeigher'],
-                         filters=['SoftaffFitFilter'], stack=False),
+    'nova-defaults': dict(weighers=NOVA, filters=[], multipliers={}),
+    'nova-stack': dict(weighers=NOVA, filters=[], multipliers=STACK),
+    'softaff-pack': dict(weighers=SOFTAFF, filters=['SoftaffFitFilter'], multipliers=STACK),
+    'softaff-pack-spreading': dict(weighers=SOFTAFF, filters=['SoftaffFitFilter'],
+                                   multipliers={}),
     'softaff-only': dict(weighers=['softaff_nova.weigher.SoftaffWeigher'],
-                         filters=['SoftaffFitFilter'], stack=False),
-    'softaff-pack-d0.5': dict(weighers=['nova.scheduler.weights.all_weighers',
-                                        'softaff_nova.weigher.SoftaffWeigher'],
-                              filters=['SoftaffFitFilter'], stack=False, demand=0.5),
+                         filters=['SoftaffFitFilter'], multipliers={}),
+    'nova-stack-cpu2': dict(weighers=NOVA, filters=[], multipliers=STACK, cpu_ratio=2.0),
+    'softaff-pack-cpu2': dict(weighers=SOFTAFF, filters=['SoftaffFitFilter'], multipliers=STACK,
+                              cpu_ratio=2.0),
 }
 
 
@@ -88,18 +90,16 @@ def configure(scenario):
     fs = {'available_filters': ['nova.scheduler.filters.all_filters',
                                 'softaff_nova.filter.SoftaffFitFilter'],
           'enabled_filters': sc['filters'], 'weight_classes': sc['weighers']}
-    if sc['stack']:
-        fs.update(ram_weight_multiplier=-1.0, cpu_weight_multiplier=-1.0)
-    nh.configure(filter_scheduler=fs,
-                 softaff={'mode': 'pack', 'weight_multiplier': 10.0,
-                          'default_demand_per_vcpu': sc.get('demand', 1.0)})
+    fs.update(sc['multipliers'])
+    nh.configure(filter_scheduler=fs, softaff={'mode': 'pack', 'weight_multiplier': 10.0})
     return nh.Scheduler()
 
 
 class Fleet:
-    def __init__(self, n_hosts, model):
+    def __init__(self, n_hosts, model, cpu_ratio):
         self.hosts = ['host%02d' % i for i in range(n_hosts)]
         self.model = model
+        self.cpu_ratio = cpu_ratio
         self.vcpus_used = {h: 0 for h in self.hosts}
         self.ram_used = {h: 0 for h in self.hosts}
         self.vms = {h: [] for h in self.hosts}
@@ -108,13 +108,14 @@ class Fleet:
         """Host states of the hosts placement would offer (allocation ratios)."""
         out = []
         for h in self.hosts:
-            if self.vcpus_used[h] + vm['vcpus'] > 2 * NODE_CPUS * CPU_RATIO:
+            if self.vcpus_used[h] + vm['vcpus'] > 2 * NODE_CPUS * self.cpu_ratio:
                 continue
             if self.ram_used[h] + vm['memory_mib'] > 2 * NODE_MEM_MIB * RAM_RATIO:
                 continue
             out.append(nh.host_state(h, 2 * NODE_CPUS, 2 * NODE_MEM_MIB,
                                      vcpus_used=self.vcpus_used[h], ram_used_mb=self.ram_used[h],
-                                     num_instances=len(self.vms[h])))
+                                     num_instances=len(self.vms[h]),
+                                     cpu_allocation_ratio=self.cpu_ratio))
         return out
 
     def place(self, host, vm, slot):
@@ -138,20 +139,24 @@ class ModelSource:
 def run(scenario, vms, arrivals, n_hosts, model_factory):
     sched = configure(scenario)
     model = model_factory(n_hosts)
-    fleet = Fleet(n_hosts, model)
+    fleet = Fleet(n_hosts, model, SCENARIOS[scenario].get('cpu_ratio', CPU_RATIO))
     src = ModelSource(model)
     source.override(src)
-    refused = 0
+    refused = narrowed = 0
     for slot, vm in arrivals:
         src.slot = slot
         spec = nh.request_spec(vm['flavor'], vm['vcpus'], vm['memory_mib'])
-        picked = sched.select(fleet.host_states(vm), spec)
+        offered = fleet.host_states(vm)
+        passed = sched.filter(offered, spec)
+        # The fit filter refused a host placement offered (the only filter enabled here).
+        narrowed += len(passed) < len(offered)
+        picked = sched.weigh(passed, spec)
         if not picked:
             refused += 1
             continue
         fleet.place(picked[0].obj.host, vm, slot)
     source.override(None)
-    return fleet, refused
+    return fleet, refused, narrowed
 
 
 def figures(fleet, arrivals_by_id):
@@ -213,8 +218,9 @@ def main():
              args.window, args.model or 'bench/fleet_model.py PyModel'))
     print()
     print('| seed | scenario | hosts used | partition-minutes over capacity | partitions ever over '
-          '| VMs per host (mean / min / max) | VMs refused |')
-    print('|---:|---|---:|---:|---:|---|---:|')
+          '| VMs per host (mean / min / max) | VMs refused | placements where the fit filter '
+          'refused a host |')
+    print('|---:|---|---:|---:|---:|---|---:|---:|')
     totals = {name: [] for name in SCENARIOS}
     first = None
     for seed in range(args.seed, args.seed + args.seeds):
@@ -224,15 +230,16 @@ def main():
         arrivals_by_id = {vm['id']: slot for slot, vm in arrivals}
         results = {}
         for name in SCENARIOS:
-            fleet, refused = run(name, vms, arrivals, args.hosts, model_factory)
+            fleet, refused, narrowed = run(name, vms, arrivals, args.hosts, model_factory)
             if hasattr(fleet.model, 'close'):
                 fleet.model.close()
-            results[name] = dict(figures(fleet, arrivals_by_id), refused=refused)
+            results[name] = dict(figures(fleet, arrivals_by_id), refused=refused,
+                                 narrowed=narrowed)
             r = results[name]
             totals[name].append(r)
-            print('| %d | %s | %d | %d | %d | %.1f / %d / %d | %d |' % (
+            print('| %d | %s | %d | %d | %d | %.1f / %d / %d | %d | %d |' % (
                 seed, name, r['hosts'], r['over_min'], r['over_parts'], r['vms_mean'],
-                r['vms_min'], r['vms_max'], r['refused']), flush=True)
+                r['vms_min'], r['vms_max'], r['refused'], r['narrowed']), flush=True)
         first = first or results
     if args.seeds > 1:
         print()

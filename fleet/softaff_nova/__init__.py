@@ -6,7 +6,7 @@ get; node_exporter's textfile collector serves them and Prometheus scrapes them.
 reads them back from Prometheus's HTTP API, one query for all hosts per scheduling request:
 
 - softaff_nova.weigher.SoftaffWeigher ranks hosts by how well the flavor fits a partition
-  (pack: the tightest fit first; spread: the loosest);
+  (pack: the fullest partition where it fits first; spread: the emptiest);
 - softaff_nova.filter.SoftaffFitFilter refuses a host none of whose partitions fits the flavor.
 
 Configuration: the [softaff] group of nova.conf (softaff_nova.conf). docs/operators.md says how

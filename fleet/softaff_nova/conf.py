@@ -6,8 +6,9 @@ GROUP = 'softaff'
 
 OPTS = [
     cfg.StrOpt('mode', default='pack', choices=[
-        ('pack', 'the host whose best partition the flavor fills most tightly wins'),
-        ('spread', 'the host whose best partition keeps the most headroom wins')],
+        ('pack', 'the host whose fullest partition where the flavor fits has the least '
+                 'headroom wins'),
+        ('spread', 'the host whose emptiest partition has the most headroom wins')],
         help='How SoftaffWeigher ranks the hosts where the flavor fits.'),
     cfg.FloatOpt('weight_multiplier', default=1.0,
                  help='Multiplier of SoftaffWeigher\'s weight (0..1 per host: 0 no partition '

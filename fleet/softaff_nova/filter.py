@@ -23,8 +23,10 @@ class SoftaffFitFilter(filters.BaseHostFilter):
     RUN_ON_REBUILD = False
 
     def host_passes(self, host_state, spec_obj):
-        report = request.report_for(source.from_conf(CONF).reports(), host_state)
+        reports = source.from_conf(CONF).reports()
+        report = request.report_for(reports, host_state)
         if report is None:
             return True
-        shape = request.shape_for(report, spec_obj, CONF.softaff.default_demand_per_vcpu)
+        shape = request.shape_for(report, spec_obj, CONF.softaff.default_demand_per_vcpu,
+                                  reports)
         return fit.fit_count(report, shape) > 0

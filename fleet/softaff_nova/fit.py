@@ -66,12 +66,28 @@ MIN_DEMAND_PER_VCPU = 0.05
 EPSILON = 1e-9
 
 
-def expected_demand(report, vcpus, flavor_name, default_per_vcpu):
-    """D for a VM of `vcpus` of a flavor: what the host saw for the class (at least 0.05 per
-    vCPU), else the default."""
+def fleet_demand_per_vcpu(reports):
+    """The fleet's view of each class: per class (flavor), the mean over the hosts that report
+    it of their demand per vCPU (each at least 0.05). `reports`: host name -> HostReport."""
+    sums, counts = {}, {}
+    for report in reports.values():
+        if report is None:
+            continue
+        for cls, per_vcpu in report.demand_per_vcpu.items():
+            sums[cls] = sums.get(cls, 0.0) + max(MIN_DEMAND_PER_VCPU, per_vcpu)
+            counts[cls] = counts.get(cls, 0) + 1
+    return {cls: sums[cls] / counts[cls] for cls in sums}
+
+
+def expected_demand(report, vcpus, flavor_name, default_per_vcpu, fleet=None):
+    """D for a VM of `vcpus` of a flavor: what this host saw for the class (at least 0.05 per
+    vCPU); else what the fleet saw of it (fleet_demand_per_vcpu(), when given); else the
+    default."""
     per_vcpu = default_per_vcpu
     if report is not None and flavor_name in report.demand_per_vcpu:
         per_vcpu = max(MIN_DEMAND_PER_VCPU, report.demand_per_vcpu[flavor_name])
+    elif fleet and flavor_name in fleet:
+        per_vcpu = fleet[flavor_name]
     return vcpus * per_vcpu
 
 
@@ -94,22 +110,28 @@ def fit_count(report, shape):
     return sum(partition_count(p, shape) for p in report.partitions.values())
 
 
-def leftover_share(part, shape):
-    """The headroom the partition keeps after the VM, as a share of its capacity (0..1)."""
-    left = part.headroom_cpus - shape.demand
-    capacity = part.cpus if part.cpus else max(part.headroom_cpus, shape.demand, 1.0)
-    return min(1.0, max(0.0, left / capacity))
+def free_share(part):
+    """The partition's headroom as a share of its CPUs (0..1), before the VM."""
+    capacity = part.cpus if part.cpus else max(part.headroom_cpus, 1.0)
+    return min(1.0, max(0.0, part.headroom_cpus / capacity))
 
 
 def best_partition(report, shape, mode):
-    """The partition the VM would take: the tightest fit (pack) or the loosest (spread).
-    Returns (partition id, leftover share) or None when no partition fits. Ties: lowest id."""
+    """The partition the VM would take among those where it fits: the one with the least
+    headroom (pack: the fullest first) or the most (spread). Returns (partition id, its
+    headroom as a share of its CPUs, before the VM) or None when no partition fits. Ties:
+    lowest id.
+
+    Partitions are compared by their headroom before the VM, not by what the VM would leave:
+    the VM's expected demand differs between hosts (one learned the flavor, another counts the
+    default), and "what it would leave" made a host that had never seen the flavor look like
+    the tightest fit only because the VM counted bigger there."""
     best = None
     for pid in sorted(report.partitions):
         part = report.partitions[pid]
         if not partition_fits(part, shape):
             continue
-        share = leftover_share(part, shape)
+        share = free_share(part)
         if best is None or (share < best[1] if mode == 'pack' else share > best[1]):
             best = (pid, share)
     return best
@@ -117,8 +139,8 @@ def best_partition(report, shape, mode):
 
 def weight(report, shape, mode):
     """SoftaffWeigher's weight of a host: 0.5 unknown (no report), 0 no partition fits, else
-    0.5..1: pack gives 1 to a VM that leaves its partition no headroom, spread to one that
-    leaves it all."""
+    0.5..1 by the headroom of the partition the VM would take: pack 0.5 + 0.5 x (1 - headroom
+    / CPUs), the fuller the higher; spread 0.5 + 0.5 x headroom / CPUs."""
     if report is None:
         return WEIGHT_UNKNOWN
     best = best_partition(report, shape, mode)

@@ -3,7 +3,8 @@
 Enable it with [filter_scheduler] weight_classes (docs/operators.md). Weights are 0..1 with
 fixed bounds: 0 when no partition of the host fits the flavor, 0.5 when the host is unknown
 (Prometheus down or slow, the host not reporting, or its window too short), and 0.5..1 when it
-fits: pack ([softaff] mode) weighs a tight fit of the best partition highest, spread a loose one.
+fits: pack ([softaff] mode) weighs highest the host whose fullest partition where the flavor fits
+has the least headroom, spread the one whose emptiest has the most.
 """
 
 import nova.conf
@@ -37,5 +38,6 @@ class SoftaffWeigher(weights.BaseHostWeigher):
 
     def _weigh(self, host_state, spec_obj, reports):
         report = request.report_for(reports, host_state)
-        shape = request.shape_for(report, spec_obj, CONF.softaff.default_demand_per_vcpu)
+        shape = request.shape_for(report, spec_obj, CONF.softaff.default_demand_per_vcpu,
+                                  reports)
         return fit.weight(report, shape, CONF.softaff.mode)

@@ -41,7 +41,8 @@ def configure(**groups):
             _overridden.append((name, group))
 
 
-def host_state(host, vcpus, memory_mb, vcpus_used=0, ram_used_mb=0, num_instances=0):
+def host_state(host, vcpus, memory_mb, vcpus_used=0, ram_used_mb=0, num_instances=0,
+               cpu_allocation_ratio=4.0):
     """A HostState filled by HostState.update() from a ComputeNode, as the HostManager does."""
     cn = objects.ComputeNode(
         uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)), host=host, hypervisor_hostname=host,
@@ -50,7 +51,8 @@ def host_state(host, vcpus, memory_mb, vcpus_used=0, ram_used_mb=0, num_instance
         disk_available_least=1000, host_ip='127.0.0.1', hypervisor_type='QEMU',
         hypervisor_version=7002000, cpu_info='{}', supported_hv_specs=[], numa_topology=None,
         pci_device_pools=None, stats={'num_instances': str(num_instances)}, metrics='[]',
-        cpu_allocation_ratio=4.0, ram_allocation_ratio=1.0, disk_allocation_ratio=1.0,
+        cpu_allocation_ratio=cpu_allocation_ratio, ram_allocation_ratio=1.0,
+        disk_allocation_ratio=1.0,
         updated_at=datetime.datetime.now(datetime.timezone.utc))
     hs = host_manager.HostState(host, host, CELL)
     hs.update(compute=cn, service={}, aggregates=[], inst_dict={})

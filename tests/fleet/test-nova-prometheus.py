@@ -115,9 +115,12 @@ def main():
         print('Prometheus %s scrapes %d node_exporters' % (prom.url, len(exporters)))
 
         spec = nh.request_spec('m1.small', 2, 4096)
-        want_pack = {'tight': 0.5 + 0.5 * (1 - 0.5 / 8), 'loose': 0.5 + 0.5 * (1 - 4.0 / 8),
+        # m1.small: 2 vCPUs, 2 CPUs of demand (no host saw it). The weight is by the headroom of
+        # the partition it would take: tight's 2.5 (its 0.5 is too small), loose's 6.0 (pack:
+        # the fuller) or 7.0 (spread: the emptier).
+        want_pack = {'tight': 0.5 + 0.5 * (1 - 2.5 / 8), 'loose': 0.5 + 0.5 * (1 - 6.0 / 8),
                      'busy': 0.0, 'nomem': 0.0, 'silent': 0.5}
-        want_spread = {'tight': 0.5 + 0.5 * (0.5 / 8), 'loose': 0.5 + 0.5 * (5.0 / 8),
+        want_spread = {'tight': 0.5 + 0.5 * (2.5 / 8), 'loose': 0.5 + 0.5 * (7.0 / 8),
                        'busy': 0.0, 'nomem': 0.0, 'silent': 0.5}
 
         def close(got, want):
@@ -170,6 +173,12 @@ def main():
         check(wait_until('busy to fit m1.small at its demand', lambda: 'busy' in [
             h.host for h in sched.filter(host_states(), spec)]),
             'a flavor that idles on busy (0.25 CPU per vCPU) fits it')
+        # A host that has not seen the flavor counts what the fleet saw (busy's 0.25 per vCPU):
+        # 0.5 CPU, so tight's fuller partition (0.5 of headroom) now fits and packs.
+        want = 0.5 + 0.5 * (1 - 0.5 / 8)
+        check(abs(softaff_weights(sched, spec)['tight'] - want) < 1e-6,
+              'tight, which never saw m1.small, counts the fleet\'s 0.25 per vCPU: weight %.4f '
+              '(%.4f)' % (softaff_weights(sched, spec)['tight'], want))
 
         # Stale data counts as unknown (neutral, passes the filter), not as empty.
         sched = configure(prom.url, 'pack')
@@ -190,7 +199,8 @@ def main():
                          == fit.WEIGHT_UNKNOWN),
               'a window 10% covered: its host is unknown (0.5)')
         promlib.write_textfile(exporters['loose'], promlib.contract_textfile(HOSTS['loose']))
-        check(softaff_weights(sched, spec)['tight'] > 0.9, 'tight is still known and fits')
+        check(abs(softaff_weights(sched, spec)['tight'] - want_pack['tight']) < 1e-6,
+              'tight is still known and fits (busy, which saw m1.small, no longer reports)')
 
         # A stopped Prometheus (SIGSTOP: it accepts, never answers) and an ended one.
         warnings = Warnings()
