@@ -21,12 +21,12 @@
  *
  * Scenario "bpf" times the same tick with the BPF sampling path ([sensing] mode=bpf, as
  * softaffd runs where the sensor loads: root, kernel BTF): the 4000 vCPU threads are real threads
- * of this process (as bench-sampling --threads does), listed in the fake /proc under their real
- * tids, so each vCPU's run and wait come from one lookup in the sensor's map and the CPUs' idle
- * time from its idle map, where the /proc scenarios read two files per thread. The threads sleep
- * 0.5-1.5 s and spin --spin-us between, so that the sensor has run and wait to count. Only the
- * regular tick is timed: the sensor's event watch is removed (an event tick is a separate tick).
- * Its goal is 2 ms p95 for sampling + policy + apply at 4000 vCPUs.
+ * of a child process (as QEMU's are of QEMU), listed in the fake /proc under their real tids, so
+ * each vCPU's run and wait come from the sensor's map (read in batches once a tick) and the CPUs'
+ * idle time from its idle map, where the /proc scenarios read two files per thread. The threads
+ * sleep 0.5-1.5 s and spin --spin-us between, so that the sensor has run and wait to count. Only
+ * the regular tick is timed: the sensor's event watch is removed (an event tick is a separate
+ * tick). Its goal is 2 ms p95 for sampling + policy + apply at 4000 vCPUs.
  *
  * The mover (memory placement, its own thread, every 30 s: outside the tick) gets a stand-in
  * that reads no /proc/PID/maps: the fake processes have none to read.
@@ -50,7 +50,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,13 +155,18 @@ static const SaMoverOps bench_mover_ops = {
 
 /* ---- real vCPU-like threads for the BPF scenario ---- */
 
+/* They live in a child process, as QEMU's vCPU threads live in QEMU: in the bench's own process,
+ * each reading of CLOCK_PROCESS_CPUTIME_ID in the tick (softaffd's last_tick_cpu_ms, two a tick)
+ * would add up the times of all 4001 threads, a cost softaffd, with its dozen threads, never
+ * pays. The child is forked first thing, while the bench is one thread; it starts the threads
+ * when asked, sends their tids, and exits when the pipe to it closes (or the bench dies). */
+
 typedef struct {
-    pthread_t thread;
     pid_t tid;
     guint seed;
 } BenchThread;
 
-static gint threads_stop, threads_ready;
+static gint threads_ready;
 static guint spin_us = 20;
 
 static void *vcpu_like(void *data)
@@ -166,9 +174,9 @@ static void *vcpu_like(void *data)
     BenchThread *t = data;
     g_atomic_int_set(&t->tid, (gint)gettid());
     g_atomic_int_inc(&threads_ready);
-    while (!g_atomic_int_get(&threads_stop)) {
+    for (;;) {
         guint ms = 500 + (guint)(rand_r(&t->seed) % 1000);
-        for (guint k = 0; k < ms / 50 && !g_atomic_int_get(&threads_stop); k++)
+        for (guint k = 0; k < ms / 50; k++)
             g_usleep(50000);
         gint64 until = g_get_monotonic_time() + spin_us;
         while (spin_us && g_get_monotonic_time() < until)
@@ -177,21 +185,91 @@ static void *vcpu_like(void *data)
     return NULL;
 }
 
-/* n threads; false when fewer could start (the tids of those that did are in t). */
-static bool start_threads(BenchThread *t, guint n)
+static bool full_io(int fd, void *buf, size_t len, bool out)
 {
+    for (size_t done = 0; done < len;) {
+        ssize_t k = out ? write(fd, (char *)buf + done, len - done)
+                        : read(fd, (char *)buf + done, len - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        done += (size_t)k;
+    }
+    return true;
+}
+
+/* The child: reads how many threads to start, starts them, writes their tids (0 for those that
+ * could not start), then waits for the end of its input. */
+G_GNUC_NORETURN static void threads_child(int in, int out)
+{
+    guint n = 0, started = 0;
     pthread_attr_t attr;
-    guint started = 0;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!full_io(in, &n, sizeof(n), false))
+        _exit(0);
+    BenchThread *t = g_new0(BenchThread, n);
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 * 1024);
     for (; started < n; started++) {
+        pthread_t thread;
         t[started].seed = 7919u * started + 1;
-        if (pthread_create(&t[started].thread, &attr, vcpu_like, &t[started]) != 0)
+        if (pthread_create(&thread, &attr, vcpu_like, &t[started]) != 0)
             break;
     }
-    pthread_attr_destroy(&attr);
     while ((guint)g_atomic_int_get(&threads_ready) < started)
         g_usleep(1000);
+    g_autofree pid_t *tids = g_new0(pid_t, MAX(n, 1));
+    for (guint k = 0; k < started; k++)
+        tids[k] = g_atomic_int_get(&t[k].tid);
+    if (!full_io(out, tids, sizeof(pid_t) * n, true))
+        _exit(1);
+    for (;;) {
+        char c;
+        ssize_t k = read(in, &c, 1);
+        if (k == 0 || (k < 0 && errno != EINTR))
+            _exit(0);
+    }
+}
+
+static pid_t threads_pid = -1;
+static int threads_in = -1, threads_out = -1; /* to the child, from it */
+
+static bool fork_threads_child(void)
+{
+    int to[2], from[2];
+
+    if (pipe(to) != 0 || pipe(from) != 0)
+        return false;
+    fflush(NULL);
+    threads_pid = fork();
+    if (threads_pid < 0)
+        return false;
+    if (threads_pid == 0) {
+        close(to[1]);
+        close(from[0]);
+        threads_child(to[0], from[1]);
+    }
+    close(to[0]);
+    close(from[1]);
+    threads_in = to[1];
+    threads_out = from[0];
+    return true;
+}
+
+/* n threads' tids into tids; false when fewer could start. */
+static bool start_threads(pid_t *tids, guint n)
+{
+    guint started = 0;
+
+    if (threads_pid < 0 || !full_io(threads_in, &n, sizeof(n), true) ||
+        !full_io(threads_out, tids, sizeof(pid_t) * n, false)) {
+        fprintf(stderr, "bench-tick: the process of the threads did not answer\n");
+        return false;
+    }
+    while (started < n && tids[started] > 0)
+        started++;
     if (started < n) {
         fprintf(stderr, "bench-tick: only %u of %u threads started\n", started, n);
         return false;
@@ -199,12 +277,14 @@ static bool start_threads(BenchThread *t, guint n)
     return true;
 }
 
-static void stop_threads(BenchThread *t, guint n)
+static void stop_threads(void)
 {
-    g_atomic_int_set(&threads_stop, 1);
-    for (guint k = 0; k < n; k++)
-        if (t[k].tid)
-            pthread_join(t[k].thread, NULL);
+    if (threads_pid < 0)
+        return;
+    close(threads_in);
+    close(threads_out);
+    waitpid(threads_pid, NULL, 0);
+    threads_pid = -1;
 }
 
 /* ---- the synthetic machine ---- */
@@ -225,7 +305,7 @@ typedef struct {
     guint n_vms;
     BenchVm *vms;
     GRand *rand;
-    BenchThread *threads; /* the BPF scenario's: VM i's vCPU v is threads[i * VCPUS + v] */
+    pid_t *tids; /* the BPF scenario's threads: VM i's vCPU v is tids[i * VCPUS + v] */
 } Bench;
 
 static Bench bench;
@@ -330,10 +410,10 @@ static void make_vms(void)
             b->delay_ns[v] = 0;
             b->cpu[v] = (int)((i * VCPUS + v) % N_CPUS);
         }
-        if (bench.threads) {
+        if (bench.tids) {
             pid_t tids[VCPUS];
             for (guint v = 0; v < VCPUS; v++)
-                tids[v] = bench.threads[i * VCPUS + v].tid;
+                tids[v] = bench.tids[i * VCPUS + v];
             fake_host_add_process_tids(bench.host, b->pid, VCPUS, tids);
         } else {
             fake_host_add_process(bench.host, b->pid, VCPUS);
@@ -615,6 +695,11 @@ int main(int argc, char **argv)
         return 2;
     }
     spin_us = (guint)o.spin_us;
+    if (bpf && !fork_threads_child()) {
+        fprintf(stderr, "bench-tick: cannot start the process of the threads: %s\n",
+                g_strerror(errno));
+        return 1;
+    }
     raise_file_limit((guint)o.n_vms);
     bench.host = fake_host_new(NULL, N_NODES, CPUS_PER_NODE);
     bench.n_vms = (guint)o.n_vms;
@@ -646,16 +731,17 @@ int main(int argc, char **argv)
              symlink("/sys/kernel/btf/vmlinux", btf) != 0))
             fprintf(stderr, "bench-tick: cannot link %s to /sys/kernel/btf/vmlinux: %s\n", btf,
                     g_strerror(errno));
-        /* The BPF path on real threads: their first tick tracks them, then one map lookup each. */
-        bench.threads = g_new0(BenchThread, n_threads);
-        if (!start_threads(bench.threads, n_threads))
+        /* The BPF path on real threads: their first tick tracks them, then the map is read in
+         * batches once a tick. */
+        bench.tids = g_new0(pid_t, n_threads);
+        if (!start_threads(bench.tids, n_threads))
             return 1;
         g_autofree char *what = g_strdup_printf(
             "BPF sampling path, %u real threads (spin %u us every 0.5-1.5 s), auto homes",
             n_threads, spin_us);
         ok = run_scenario(what, 0.0, true, t, w, iv, &r_bpf) && ok;
-        stop_threads(bench.threads, n_threads);
-        g_clear_pointer(&bench.threads, g_free);
+        stop_threads();
+        g_clear_pointer(&bench.tids, g_free);
     }
 
     double worst_total = MAX(r_even.total[0][1], r_hot.total[0][1]);

@@ -18,7 +18,8 @@ export DEBIAN_FRONTEND=noninteractive
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$SRC/build-deb
 DEPS=1
-TOOLS=(dpkg-dev debhelper lintian devscripts)
+# autopkgtest: to run debian/tests against the built package (docs/packaging.md), not used here.
+TOOLS=(dpkg-dev debhelper lintian devscripts autopkgtest)
 
 log() { printf 'build-deb: %s\n' "$*"; }
 die() {

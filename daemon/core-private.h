@@ -22,6 +22,8 @@
 G_BEGIN_DECLS
 
 typedef struct SaIdleCheck SaIdleCheck; /* sample.c */
+/* every tracked thread's totals from one reading of the sensor's map (sample.c) */
+typedef struct SaSenseTimes SaSenseTimes;
 
 typedef enum {
     SA_VM_MANAGED,
@@ -180,6 +182,8 @@ struct SaCore {
     /* event sensing (core.c): NULL sense = /proc on the tick alone */
     bool sensing_started; /* sa_core_start_sensing was called (reloads follow the mode) */
     SaSense *sense;
+    /* its tracked threads' totals, read at once the first time a tick needs them (sample.c) */
+    SaSenseTimes *sense_times;
     guint64 sense_gen;      /* bumped per sensor loaded: which one tracks a VM's threads */
     char *sensing_reason;   /* why this mode, for the log and the status */
     guint sense_source;     /* the watch on sa_sense_fd */
@@ -262,6 +266,7 @@ void sa_core_sample_host(SaCore *core);
 bool sa_core_sample_vm(SaCore *core, SaVm *vm);
 void sa_vm_sampling_init(SaVmSampling *s);
 void sa_vm_sampling_clear(SaVmSampling *s);
+void sa_sense_times_free(SaSenseTimes *t);
 
 /* ---- actuator.c ---- */
 void sa_actuator_init(SaCore *core);

@@ -47,6 +47,7 @@ void sa_core_free(SaCore *core)
     g_free(core->sensing_reason);
     g_free(core->utilization_fallback);
     sa_idle_check_free(core->idle_check);
+    sa_sense_times_free(core->sense_times);
     g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
     for (guint i = 0; i < vms->len; i++)
         sa_core_remove(core, g_ptr_array_index(vms, i));

@@ -371,6 +371,80 @@ static void test_vcpus_via_sensor(void)
     rec_vm_unref(rec);
 }
 
+static guint lost_reports;
+
+static void count_lost(gpointer handle)
+{
+    lost_reports++;
+}
+
+/* The tick reads the sensor's map at once, when the first VM needs it: a VM whose threads are
+ * found (and tracked) later in the same tick still reads them, from the map, and none of them
+ * reads as gone. Two VMs reported together: the first tick finds both, "a-vm" first. */
+static void test_vcpus_found_after_reading(void)
+{
+    SaCore *core = core_with(SA_SENSING_AUTO);
+    int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
+    const char *names[2] = {"a-vm", "b-vm"};
+    SaBackendOps ops = rec_ops;
+    VcpuThread v[2] = {0};
+    RecVm *rec[2];
+    SaVm *vm[2];
+
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!bpf_or_skip(core)) {
+        sa_core_free(core);
+        return;
+    }
+    ops.threads_lost = count_lost;
+    lost_reports = 0;
+    for (guint i = 0; i < 2; i++) {
+        g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
+        g_autofree char *key = g_strdup_printf("key-%s", names[i]);
+
+        v[i].sp.cpu = cpu;
+        g_assert_cmpint(pthread_create(&v[i].sp.thread, NULL, vcpu_spin, &v[i]), ==, 0);
+        while (!atomic_load(&v[i].tid))
+            g_usleep(100);
+        pid_t tid = atomic_load(&v[i].tid);
+        g_array_append_val(tids, tid);
+        SaVmFacts *f = rec_facts(key, names[i], getpid(), 1);
+        f->vcpu_tids = g_array_ref(tids);
+        rec[i] = rec_vm_new(key, f);
+        sa_core_report(core, &ops, rec[i], f);
+        vm[i] = sa_core_lookup(core, key);
+        g_assert_nonnull(vm[i]);
+        g_assert_cmpint(vm[i]->status, ==, SA_VM_MANAGED);
+    }
+    sa_core_tick(core);
+    g_usleep(30000);
+    sa_core_tick(core);
+    g_usleep(200000);
+    sa_core_tick(core);
+    g_assert_cmpuint(lost_reports, ==, 0);
+    for (guint i = 0; i < 2; i++) {
+        const SaVcpuSample *d = &g_array_index(vm[i]->sampling.deltas, SaVcpuSample, 0);
+
+        g_assert_true(vm[i]->sampling.via_sense);
+        g_test_message("%s: vCPU 0 ran %.1f ms of the last 200 ms", names[i], d->run_ns / 1e6);
+        g_assert_cmpint(d->last_cpu, ==, cpu);
+        g_assert_cmpuint(d->run_ns, >, 0);
+    }
+    /* The second VM's thread exits: it reads as gone, and the first's still reads. */
+    spin_stop(&v[1].sp);
+    g_autofree char *gone = g_strdup_printf("/proc/self/task/%d", atomic_load(&v[1].tid));
+    for (int i = 0; i < 1000 && g_file_test(gone, G_FILE_TEST_EXISTS); i++)
+        g_usleep(1000);
+    sa_core_tick(core);
+    g_assert_cmpuint(lost_reports, ==, 1);
+    g_assert_cmpint(g_array_index(vm[1]->sampling.deltas, SaVcpuSample, 0).last_cpu, ==, -1);
+    g_assert_cmpint(g_array_index(vm[0]->sampling.deltas, SaVcpuSample, 0).last_cpu, ==, cpu);
+    spin_stop(&v[0].sp);
+    sa_core_free(core);
+    for (guint i = 0; i < 2; i++)
+        rec_vm_unref(rec[i]);
+}
+
 /* The sensor's idle time against /proc/stat's (sample.c): spans of 2 s or more, 3 samples at
  * least; a CPU beyond 10 points fails the span; CPUs the sensor did not know over half the span
  * are not judged. */
@@ -430,5 +504,6 @@ int main(int argc, char **argv)
     g_test_add_func("/core/sensing/owners-sign", test_owners_sign);
     g_test_add_func("/core/sensing/regular-after-event", test_regular_after_event);
     g_test_add_func("/core/sensing/vcpus-via-sensor", test_vcpus_via_sensor);
+    g_test_add_func("/core/sensing/vcpus-found-after-reading", test_vcpus_found_after_reading);
     return g_test_run();
 }
