@@ -48,6 +48,13 @@ static GPtrArray *new_set_array(void)
     return g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
 }
 
+static void write_free(LvWrite *w)
+{
+    g_free(w->field);
+    sa_cpuset_free(w->set);
+    g_free(w);
+}
+
 LvDomain *lv_domain_new(LvShared *shared, const char *uuid, const char *name, virDomainPtr dom)
 {
     LvDomain *h = g_new0(LvDomain, 1);
@@ -58,8 +65,8 @@ LvDomain *lv_domain_new(LvShared *shared, const char *uuid, const char *name, vi
     g_mutex_init(&h->lock);
     virDomainRef(dom);
     h->dom = dom;
-    h->applied =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
+    h->writes = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
+    h->next_write = 1;
     h->element_ok = true;
     sa_metadata_init(&h->user);
     h->assigned = -1;
@@ -79,7 +86,7 @@ void lv_domain_unref(gpointer handle)
     if (!h || !g_atomic_int_dec_and_test(&h->refs))
         return;
     virDomainFree(h->dom);
-    g_hash_table_unref(h->applied);
+    g_ptr_array_unref(h->writes);
     if (h->iothread_ids)
         g_array_unref(h->iothread_ids);
     if (h->iothread_pins)
@@ -122,28 +129,69 @@ char *lv_field_iothread(guint id)
     return g_strdup_printf(VIR_DOMAIN_TUNABLE_CPU_IOTHREADSPIN, id);
 }
 
-void lv_domain_note_applied(LvDomain *h, const char *field, const SaCpuSet *set)
+/* Under the lock: drops the writes whose event is overdue (see LV_WRITE_WINDOW_US). */
+static void expire_writes(LvDomain *h, gint64 now)
+{
+    for (guint i = 0; i < h->writes->len;) {
+        const LvWrite *w = g_ptr_array_index(h->writes, i);
+        if (w->done_at != 0 && now - w->done_at > LV_WRITE_WINDOW_US) {
+            g_debug("%s: no event came for softaff's write of %s (sent %.3f s ago)", h->name,
+                    w->field, (double)(now - w->sent_at) / G_USEC_PER_SEC);
+            g_ptr_array_remove_index(h->writes, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+guint64 lv_domain_write_sent(LvDomain *h, const char *field, const SaCpuSet *set)
+{
+    gint64 now = g_get_monotonic_time();
+    LvWrite *w = g_new0(LvWrite, 1);
+    w->field = g_strdup(field);
+    w->set = sa_cpuset_copy(set);
+    w->sent_at = now;
+    g_mutex_lock(&h->lock);
+    expire_writes(h, now);
+    w->id = h->next_write++;
+    g_ptr_array_add(h->writes, w);
+    g_mutex_unlock(&h->lock);
+    return w->id;
+}
+
+void lv_domain_write_done(LvDomain *h, guint64 id)
 {
     g_mutex_lock(&h->lock);
-    GPtrArray *recent = g_hash_table_lookup(h->applied, field);
-    if (!recent) {
-        recent = new_set_array();
-        g_hash_table_insert(h->applied, g_strdup(field), recent);
-    }
-    if (recent->len == 0 || !sa_cpuset_equal(g_ptr_array_index(recent, recent->len - 1), set)) {
-        g_ptr_array_add(recent, sa_cpuset_copy(set));
-        if (recent->len > LV_APPLIED_KEEP)
-            g_ptr_array_remove_index(recent, 0);
+    for (guint i = 0; i < h->writes->len; i++) {
+        LvWrite *w = g_ptr_array_index(h->writes, i);
+        if (w->id == id) {
+            w->done_at = MAX(g_get_monotonic_time(), 1);
+            break;
+        }
     }
     g_mutex_unlock(&h->lock);
 }
 
-static bool applied_recently(LvDomain *h, const char *field, const SaCpuSet *set)
+guint lv_domain_pending_writes(LvDomain *h)
 {
-    GPtrArray *recent = g_hash_table_lookup(h->applied, field);
-    for (guint i = 0; recent && i < recent->len; i++)
-        if (sa_cpuset_equal(g_ptr_array_index(recent, i), set))
+    g_mutex_lock(&h->lock);
+    guint n = h->writes->len;
+    g_mutex_unlock(&h->lock);
+    return n;
+}
+
+/* Under the lock: the event of field with set is softaff's when a write of that set to that
+ * field is waiting for its event; that write is then consumed (the oldest, as libvirt sends a
+ * domain's events in order). */
+static bool take_write(LvDomain *h, const char *field, const SaCpuSet *set)
+{
+    for (guint i = 0; i < h->writes->len; i++) {
+        const LvWrite *w = g_ptr_array_index(h->writes, i);
+        if (strcmp(w->field, field) == 0 && sa_cpuset_equal(w->set, set)) {
+            g_ptr_array_remove_index(h->writes, i);
             return true;
+        }
+    }
     return false;
 }
 
@@ -176,7 +224,7 @@ static bool note_tunable(LvDomain *h, const char *field, const SaCpuSet *set, co
 {
     guint index = 0;
     char tail = 0;
-    bool ours = applied_recently(h, field, set);
+    bool ours = take_write(h, field, set);
 
     if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_VCPUPIN "%c", &index, &tail) == 1) {
         if (ours || !h->own)
@@ -211,9 +259,15 @@ static bool note_tunable(LvDomain *h, const char *field, const SaCpuSet *set, co
 
 bool lv_domain_tunables(LvDomain *h, const virTypedParameter *params, int n_params)
 {
+    return lv_domain_tunables_at(h, params, n_params, g_get_monotonic_time());
+}
+
+bool lv_domain_tunables_at(LvDomain *h, const virTypedParameter *params, int n_params, gint64 now)
+{
     bool again = false;
 
     g_mutex_lock(&h->lock);
+    expire_writes(h, now);
     for (int i = 0; i < n_params; i++) {
         if (params[i].type != VIR_TYPED_PARAM_STRING)
             continue;

@@ -43,7 +43,7 @@ static void start_over(LvDomain *h, pid_t pid)
     h->own_generation++;
     h->recorded = false;
     h->assigned = -1;
-    g_hash_table_remove_all(h->applied);
+    g_ptr_array_set_size(h->writes, 0);
 }
 
 static void learn_element(LvDomain *h, const SaDomainXml *live)

@@ -38,9 +38,21 @@ void lv_shared_unref(LvShared *shared);
 gsize lv_shared_maplen(LvShared *shared);
 void lv_shared_set_host_cpus(LvShared *shared, int host_cpus);
 
-/* How many writes per thread are remembered to recognise the tunable events they cause (an
- * event may arrive after the next write). */
-#define LV_APPLIED_KEEP 4
+/* softaff's pin writes are told from the user's by what softaff sent and when, never by value
+ * alone: each write leaves a record (the tunable field, the set sent, when it was sent and when
+ * the call returned) that the first tunable event of that field with that set consumes. A
+ * record whose event has not come LV_WRITE_WINDOW_US after the call returned is dropped (the
+ * event was lost with a connection, or the call failed and sent none): a user's pin equal to
+ * softaff's, arriving after softaff's event was matched or after that window, is the user's. */
+#define LV_WRITE_WINDOW_US (10 * G_USEC_PER_SEC)
+
+typedef struct {
+    guint64 id;
+    char *field;    /* "cputune.vcpupin3" ... */
+    SaCpuSet *set;  /* what softaff sent */
+    gint64 sent_at; /* monotonic, µs */
+    gint64 done_at; /* monotonic, µs; 0 while the call has not returned */
+} LvWrite;
 
 /* One running domain: the handle the core holds.
  *
@@ -59,8 +71,9 @@ typedef struct {
     GMutex lock;              /* guards everything below */
     virDomainPtr dom;         /* referenced; of the current connection once it reconnected */
     pid_t pid;                /* the QEMU process the state below is about (0: not yet read) */
-    GHashTable *applied;      /* tunable field -> GPtrArray of the SaCpuSet* softaff wrote,
-                                 newest last, at most LV_APPLIED_KEEP */
+    GPtrArray *writes;        /* LvWrite*: softaff's writes whose events have not come, oldest
+                                 first */
+    guint64 next_write;       /* the id of the next LvWrite */
     GArray *iothread_ids;     /* guint: the I/O threads, as the last discover found them */
     GPtrArray *iothread_pins; /* SaCpuSet* per entry of iothread_ids: its pinning as known
                                  (live XML, then softaff's writes), NULL: unknown */
@@ -92,12 +105,19 @@ virDomainPtr lv_domain_get_dom(LvDomain *h);
 char *lv_field_vcpu(guint vcpu);
 #define LV_FIELD_EMULATOR VIR_DOMAIN_TUNABLE_CPU_EMULATORPIN
 char *lv_field_iothread(guint id);
-/* Worker: softaff is about to give the thread of field the set. */
-void lv_domain_note_applied(LvDomain *h, const char *field, const SaCpuSet *set);
-/* Main thread: a tunable event. A pin that is none of softaff's recent writes is the user's:
- * it becomes the thread's own setting. True when the facts should be read again (a user pin, an
- * I/O thread softaff did not know). */
+/* Worker: softaff is about to give the thread of field the set (call it before the libvirt
+ * call: its event may come before the call returns). Returns the write's id. */
+guint64 lv_domain_write_sent(LvDomain *h, const char *field, const SaCpuSet *set);
+/* Worker: the call of write id returned (ok or not: a failed call may still have pinned). */
+void lv_domain_write_done(LvDomain *h, guint64 id);
+/* Main thread: a tunable event. A pin that matches none of softaff's writes (lv_domain_write_sent)
+ * is the user's: it becomes the thread's own setting. True when the facts should be read again
+ * (a user pin, an I/O thread softaff did not know). */
 bool lv_domain_tunables(LvDomain *h, const virTypedParameter *params, int n_params);
+/* lv_domain_tunables at monotonic time now (µs): for tests. */
+bool lv_domain_tunables_at(LvDomain *h, const virTypedParameter *params, int n_params, gint64 now);
+/* softaff's writes still waiting for their event (for tests). */
+guint lv_domain_pending_writes(LvDomain *h);
 
 /* Worker: takes in the live XML of QEMU process pid (another process than before starts the
  * state over): the I/O threads and their pins, the softaff element, and the VM's own settings

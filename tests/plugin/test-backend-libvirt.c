@@ -964,6 +964,83 @@ static void test_tunables(Fixture *f, gconstpointer data)
     test_command_clear(&t2);
 }
 
+/* A user's live pin equal to the one softaff just wrote is the user's, not softaff's: an event
+ * is softaff's only while one of softaff's writes of that set waits for it. The user's
+ * `virsh vcpupin web 0 0-1 --live` after softaff's own event becomes the thread's own setting,
+ * its record, and what restore gives back. */
+static void test_user_pin_equal(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+
+    /* softaff's own event for vCPU 0. */
+    virTypedParameter ours[] = {string_param("cputune.vcpupin0", "0-1")};
+    g_assert_false(lv_domain_tunables(web, ours, G_N_ELEMENTS(ours)));
+    /* The user's pin of the same value: the user's word now. */
+    virTypedParameter user[] = {string_param("cputune.vcpupin0", "0-1")};
+    g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
+    /* vCPU 1 had its set: softaff wrote nothing, so 2-3 now is the user's too. */
+    virTypedParameter same[] = {string_param("cputune.vcpupin1", "2-3")};
+    g_assert_true(lv_domain_tunables(web, same, G_N_ELEMENTS(same)));
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    g_assert_no_error(error);
+    assert_pin(facts->vcpu_pins, 0, "0-1");
+    assert_pin(facts->vcpu_pins, 1, "2-3");
+
+    /* The record follows before the next pin, and restore gives the user's sets back. */
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "0-1");
+    assert_pin(rec.own->vcpupin, 1, "2-3");
+    assert_pin(rec.own->vcpupin, 2, "(none)");
+    TestCommand restore;
+    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
+    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
+    g_assert_no_error(error);
+    g_autofree char *after = live_pinning(web, 4);
+    g_assert_cmpstr(after, ==, "0-1 2-3 0-5 0-5 | 4-5");
+    test_command_clear(&t);
+    test_command_clear(&restore);
+}
+
+/* Each of softaff's writes waits for one event: consumed by it, or dropped LV_WRITE_WINDOW_US
+ * after the call returned (an event lost with a connection). A write the pin did not need
+ * (the thread had the set) leaves nothing to match. */
+static void test_user_pin_window(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    /* vCPUs 0, 2, 3, the emulator and the two I/O threads; not vCPU 1. */
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 6);
+    virTypedParameter ours[] = {string_param("cputune.vcpupin2", "0-1")};
+    g_assert_false(lv_domain_tunables(web, ours, G_N_ELEMENTS(ours)));
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 5);
+
+    /* Within the window, an event equal to a waiting write is softaff's. */
+    virTypedParameter early[] = {string_param("cputune.vcpupin0", "0-1")};
+    g_assert_false(lv_domain_tunables_at(web, early, G_N_ELEMENTS(early),
+                                         g_get_monotonic_time() + LV_WRITE_WINDOW_US / 2));
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 4);
+    /* Past it, the user's: vCPU 3's event never came. */
+    virTypedParameter late[] = {string_param("cputune.vcpupin3", "0-1")};
+    g_assert_true(lv_domain_tunables_at(web, late, G_N_ELEMENTS(late),
+                                        g_get_monotonic_time() + LV_WRITE_WINDOW_US + 1));
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 0);
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    assert_pin(facts->vcpu_pins, 0, "(none)");
+    assert_pin(facts->vcpu_pins, 3, "0-1");
+    test_command_clear(&t);
+}
+
 /* A failed open is retried with back-off on the main loop; the new connection syncs. */
 static void test_reconnect(Fixture *f, gconstpointer data)
 {
@@ -1045,6 +1122,10 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/tunables", Fixture, NULL, fixture_setup, test_tunables,
                fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-equal", Fixture, NULL, fixture_setup, test_user_pin_equal,
+               fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-window", Fixture, NULL, fixture_setup,
+               test_user_pin_window, fixture_teardown);
     g_test_add("/backend-libvirt/reconnect", Fixture, NULL, fixture_setup, test_reconnect,
                fixture_teardown);
     g_test_add("/backend-libvirt/handle-new-connection", Fixture, NULL, fixture_setup,
