@@ -135,5 +135,10 @@ SaVmFacts *lv_discover(gpointer handle, GError **error)
         return NULL;
     pid_t pid = find_qemu_pid(h->shared->uri, live->name);
     g_autoptr(SaOwnPins) own = lv_domain_adopt(h, pid, live);
+    /* softaff narrows the VM and its record is behind the user's live pin: rewritten now, so a
+     * daemon killed before its next pin, a save image or a migration carries the user's word
+     * (softaff may have nothing more to pin: the user's set can be what it holds already). */
+    if (lv_domain_record_stale(h) && !lv_domain_write_record(h, error))
+        return NULL;
     return build_facts(h, pid, live, own);
 }

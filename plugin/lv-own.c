@@ -75,6 +75,7 @@ SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live)
     }
     /* The record must say what the daemon knows (the user may have replaced the element). */
     h->recorded = rec && sa_own_pins_equal(rec, h->own);
+    h->has_record = rec != NULL;
     SaOwnPins *copy = sa_own_pins_copy(h->own);
     g_mutex_unlock(&h->lock);
     return copy;
@@ -118,8 +119,17 @@ void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint g
         h->recorded = with_own && !removed;
     /* What was written is now the live element. */
     h->created = !removed && (h->created || !h->has_element);
+    h->has_record = with_own && !removed;
     h->has_element = !removed;
     g_mutex_unlock(&h->lock);
+}
+
+bool lv_domain_record_stale(LvDomain *h)
+{
+    g_mutex_lock(&h->lock);
+    bool stale = h->own && h->element_ok && h->has_record && !h->recorded;
+    g_mutex_unlock(&h->lock);
+    return stale;
 }
 
 void lv_domain_set_assigned(LvDomain *h, int assigned)

@@ -161,6 +161,11 @@ static bool write_element(LvDomain *h, bool with_own, GError **error)
     return true;
 }
 
+bool lv_domain_write_record(LvDomain *h, GError **error)
+{
+    return write_element(h, true, error);
+}
+
 /* Before softaff's first pin (and after a user's pin changed them): the VM's own settings go
  * into its metadata, so that nothing that carries the VM mistakes softaff's pins for them. */
 static bool ensure_recorded(LvDomain *h, GError **error)

@@ -80,6 +80,7 @@ typedef struct {
     SaOwnPins *own;           /* the VM's own settings, NULL until discovered */
     guint own_generation;     /* bumped whenever own changes */
     bool recorded;            /* own is in the live metadata as it is now */
+    bool has_record;          /* the live metadata holds a record (softaff narrows the VM) */
     /* The live softaff element as last read, to write it back with softaffd's child changed. */
     bool element_ok;  /* there is none, or it is valid (an invalid one is never rewritten) */
     bool has_element; /* there is one */
@@ -133,6 +134,11 @@ SaOwnPins *lv_domain_own(LvDomain *h);
 char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generation);
 /* Worker: the element of lv_domain_element(with_own, removed, generation) was written. */
 void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint generation);
+/* A record is in the live metadata that no longer says what the daemon knows of own (a user's
+ * live pin since): it must be written again at once, not at softaff's next pin. */
+bool lv_domain_record_stale(LvDomain *h);
+/* Worker (lv-pin.c): writes the softaff element with the record of own (live). */
+bool lv_domain_write_record(LvDomain *h, GError **error);
 /* Worker: the home softaff chose, for the next element written. */
 void lv_domain_set_assigned(LvDomain *h, int assigned);
 /* Under h->lock (lv-own.c): the I/O threads of the live XML and their pins become the known

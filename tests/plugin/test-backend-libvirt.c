@@ -835,6 +835,47 @@ static void test_user_pin_recorded(Fixture *f, gconstpointer data)
     test_command_clear(&t);
 }
 
+/* A user's live pin after softaff recorded and pinned: the record is rewritten by the discover
+ * the event asks for, without waiting for a pin softaff may never need (a daemon killed then,
+ * a save image or a migration would carry the old record). */
+static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+    virTypedParameter user[] = {string_param("cputune.vcpupin0", "7")};
+    g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    g_assert_no_error(error);
+    assert_pin(facts->vcpu_pins, 0, "7");
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "7");
+    assert_pin(rec.own->vcpupin, 1, "2-3");
+    /* A restarted daemon (a new handle) reads the user's pin from the record. */
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
+    g_assert_no_error(error);
+    assert_pin(restarted->vcpu_pins, 0, "7");
+    lv_domain_unref(fresh);
+
+    /* A VM softaff has not pinned has no record: discover writes none. */
+    LvDomain *scratch = handle_of(SCRATCH_UUID);
+    g_autoptr(SaVmFacts) first = discover(scratch, &error);
+    virTypedParameter mine[] = {string_param("cputune.vcpupin1", "3")};
+    g_assert_true(lv_domain_tunables(scratch, mine, G_N_ELEMENTS(mine)));
+    g_autoptr(SaVmFacts) again = discover(scratch, &error);
+    g_assert_no_error(error);
+    g_auto(SaMetadataRecord) none = {0};
+    g_assert_false(live_element(scratch, &md, &none, &attrs));
+}
+
 /* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
  * daemon finds them in the record. */
 static void test_undefined_while_running(Fixture *f, gconstpointer data)
@@ -1114,6 +1155,8 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/user-pin-recorded", Fixture, NULL, fixture_setup,
                test_user_pin_recorded, fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-record-at-once", Fixture, NULL, fixture_setup,
+               test_user_pin_record_at_once, fixture_teardown);
     g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
                test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
