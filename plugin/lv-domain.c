@@ -66,6 +66,7 @@ LvDomain *lv_domain_new(LvShared *shared, const char *uuid, const char *name, vi
     virDomainRef(dom);
     h->dom = dom;
     h->writes = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
+    h->early_pins = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
     h->next_write = 1;
     h->element_ok = true;
     sa_metadata_init(&h->user);
@@ -87,6 +88,7 @@ void lv_domain_unref(gpointer handle)
         return;
     virDomainFree(h->dom);
     g_ptr_array_unref(h->writes);
+    g_ptr_array_unref(h->early_pins);
     if (h->iothread_ids)
         g_array_unref(h->iothread_ids);
     if (h->iothread_pins)
@@ -211,50 +213,55 @@ static int iothread_position(const LvDomain *h, guint id)
     return -1;
 }
 
-/* The user's own pin of a thread: it becomes the thread's own setting, recorded anew. */
-static void user_pinned(LvDomain *h, const char *what, const char *text)
+bool lv_domain_user_pin_locked(LvDomain *h, const char *field, const SaCpuSet *set)
 {
+    guint index = 0;
+    char tail = 0;
+    g_autofree char *what = NULL;
+
+    if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_VCPUPIN "%c", &index, &tail) == 1) {
+        sa_own_pins_set_vcpu(h->own, index, set);
+        what = g_strdup_printf("vCPU %u", index);
+    } else if (strcmp(field, LV_FIELD_EMULATOR) == 0) {
+        g_clear_pointer(&h->own->emulatorpin, sa_cpuset_free);
+        h->own->emulatorpin = sa_cpuset_copy(set);
+        what = g_strdup("the emulator");
+    } else if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_IOTHREADSPIN "%c", &index, &tail) == 1) {
+        sa_own_pins_set_iothread(h->own, index, set);
+        what = g_strdup_printf("I/O thread %u", index);
+    } else {
+        return false;
+    }
+    g_autofree char *text = sa_cpuset_format(set);
     g_info("%s: the user pinned %s to %s: now its own setting", h->name, what, text);
     h->own_generation++;
     h->recorded = false;
+    return true;
 }
 
 /* One cputune.* parameter of a tunable event; true when the facts should be read again. */
-static bool note_tunable(LvDomain *h, const char *field, const SaCpuSet *set, const char *text)
+static bool note_tunable(LvDomain *h, const char *field, const SaCpuSet *set)
 {
     guint index = 0;
     char tail = 0;
     bool ours = take_write(h, field, set);
 
-    if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_VCPUPIN "%c", &index, &tail) == 1) {
-        if (ours || !h->own)
-            return false; /* softaff's own write; or the first discover reads it */
-        g_autofree char *what = g_strdup_printf("vCPU %u", index);
-        sa_own_pins_set_vcpu(h->own, index, set);
-        user_pinned(h, what, text);
-        return true;
-    }
-    if (strcmp(field, LV_FIELD_EMULATOR) == 0) {
-        if (ours || !h->own)
-            return false;
-        g_clear_pointer(&h->own->emulatorpin, sa_cpuset_free);
-        h->own->emulatorpin = sa_cpuset_copy(set);
-        user_pinned(h, "the emulator", text);
-        return true;
+    if (!ours && !h->own) {
+        /* Before the first discover: kept for it, which may read an older record. */
+        LvWrite *w = g_new0(LvWrite, 1);
+        w->field = g_strdup(field);
+        w->set = sa_cpuset_copy(set);
+        g_ptr_array_add(h->early_pins, w);
     }
     if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_IOTHREADSPIN "%c", &index, &tail) == 1) {
         int i = iothread_position(h, index);
         if (i < 0)
             return true; /* an I/O thread added since the last discover */
         set_at(h->iothread_pins, (guint)i, set);
-        if (ours || !h->own)
-            return false;
-        g_autofree char *what = g_strdup_printf("I/O thread %u", index);
-        sa_own_pins_set_iothread(h->own, index, set);
-        user_pinned(h, what, text);
-        return true;
     }
-    return false;
+    if (ours || !h->own)
+        return false; /* softaff's own write; or the first discover takes it */
+    return lv_domain_user_pin_locked(h, field, set);
 }
 
 bool lv_domain_tunables(LvDomain *h, const virTypedParameter *params, int n_params)
@@ -273,7 +280,7 @@ bool lv_domain_tunables_at(LvDomain *h, const virTypedParameter *params, int n_p
             continue;
         g_autoptr(SaCpuSet) set = sa_cpuset_parse(params[i].value.s, NULL);
         if (set && !sa_cpuset_is_empty(set))
-            again |= note_tunable(h, params[i].field, set, params[i].value.s);
+            again |= note_tunable(h, params[i].field, set);
     }
     g_mutex_unlock(&h->lock);
     return again;

@@ -72,7 +72,14 @@ SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live)
         h->own_generation++;
         if (rec)
             g_info("%s: its own settings come from softaffd's record in its metadata", h->name);
+        /* The user's live pins since this daemon listened and before it knew own (a record
+         * read now predates them). */
+        for (guint i = 0; i < h->early_pins->len; i++) {
+            const LvWrite *w = g_ptr_array_index(h->early_pins, i);
+            lv_domain_user_pin_locked(h, w->field, w->set);
+        }
     }
+    g_ptr_array_set_size(h->early_pins, 0);
     /* The record must say what the daemon knows (the user may have replaced the element). */
     h->recorded = rec && sa_own_pins_equal(rec, h->own);
     h->has_record = rec != NULL;

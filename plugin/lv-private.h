@@ -74,6 +74,8 @@ typedef struct {
     GPtrArray *writes;        /* LvWrite*: softaff's writes whose events have not come, oldest
                                  first */
     guint64 next_write;       /* the id of the next LvWrite */
+    GPtrArray *early_pins;    /* LvWrite* (field, set): the user's pins seen before own was
+                                 known, for the discover that makes it */
     GArray *iothread_ids;     /* guint: the I/O threads, as the last discover found them */
     GPtrArray *iothread_pins; /* SaCpuSet* per entry of iothread_ids: its pinning as known
                                  (live XML, then softaff's writes), NULL: unknown */
@@ -120,9 +122,13 @@ bool lv_domain_tunables_at(LvDomain *h, const virTypedParameter *params, int n_p
 /* softaff's writes still waiting for their event (for tests). */
 guint lv_domain_pending_writes(LvDomain *h);
 
+/* Under h->lock, own known: the user pinned the thread of field to set; it becomes the thread's
+ * own setting (to be recorded again). False when field is no thread's pin. */
+bool lv_domain_user_pin_locked(LvDomain *h, const char *field, const SaCpuSet *set);
 /* Worker: takes in the live XML of QEMU process pid (another process than before starts the
  * state over): the I/O threads and their pins, the softaff element, and the VM's own settings
- * (kept when known, else the record, else the live XML's). Returns a copy of own. */
+ * (kept when known, else the record, else the live XML's; with the user's pins seen before it
+ * was known on top). Returns a copy of own. */
 SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live);
 /* A copy of the VM's own settings, NULL when not discovered yet. */
 SaOwnPins *lv_domain_own(LvDomain *h);

@@ -876,6 +876,37 @@ static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
     g_assert_false(live_element(scratch, &md, &none, &attrs));
 }
 
+/* A restarted daemon hears a user's live pin before its first discover of a VM softaff had
+ * recorded: the record it then reads predates the pin, which stays the user's word. */
+static void test_user_pin_before_discover(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    virTypedParameter user[] = {string_param("cputune.vcpupin2", "4"),
+                                string_param("cputune.emulatorpin", "5")};
+    g_assert_false(lv_domain_tunables(fresh, user, G_N_ELEMENTS(user)));
+    g_autoptr(SaVmFacts) facts = discover(fresh, &error);
+    g_assert_no_error(error);
+    assert_pin(facts->vcpu_pins, 1, "2-3"); /* the record's */
+    assert_pin(facts->vcpu_pins, 2, "4");
+    assert_cpuset(facts->emulator_pin, "5");
+    /* And the record says so at once. */
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(fresh, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 2, "4");
+    assert_cpuset(rec.own->emulatorpin, "5");
+    lv_domain_unref(fresh);
+}
+
 /* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
  * daemon finds them in the record. */
 static void test_undefined_while_running(Fixture *f, gconstpointer data)
@@ -1157,6 +1188,8 @@ int main(int argc, char **argv)
                test_user_pin_recorded, fixture_teardown);
     g_test_add("/backend-libvirt/user-pin-record-at-once", Fixture, NULL, fixture_setup,
                test_user_pin_record_at_once, fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-before-discover", Fixture, NULL, fixture_setup,
+               test_user_pin_before_discover, fixture_teardown);
     g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
                test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
