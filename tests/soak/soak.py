@@ -227,7 +227,10 @@ class Soak:
                         continue
                     bad.append("%s %s on %s, own %s" % (
                         label, "/".join(str(k) for k in key), fmt(aff), fmt(want)))
-                self.count("affinity", len(got))
+                for kind in ("vcpu", "emulator", "io"):
+                    n = sum(1 for k in got if k[0] == kind)
+                    if n:
+                        self.count("affinity (%s threads)" % kind, n)
                 for b in bad:
                     self.violation("affinity", b, dedupe=b)
 
@@ -577,45 +580,46 @@ class Soak:
 
     # ---- the end: decisions still flow ----
     def flow_check(self):
-        """bare: the user gives its vCPUs 0-1 again, home 0, softness 100; alone busy it
-        bursts onto CPU 1, idle it retreats to CPU 0."""
-        self.op_text = "flow check"
+        """bare alone (the other guests paused: CPU 1 idle but for the host's own noise), its
+        vCPUs given 0-1 again by the user, home 0, softness 50: idle it stays home on CPU 0,
+        busy it bursts onto CPU 1, idle again it retreats to CPU 0."""
+        with self.lock:
+            self.op_text = "flow check"
         g = self.guests["bare"]
-        for label, other in self.guests.items():
-            other.set_load(0)
-            other.load = 0
-        for v in range(g.vcpus):
-            self.user_pin("bare", ("vcpu", v), ALL, ["vcpupin", g.name, str(v), "0-1", "--live"])
-        T.run_cmd([T.binary("softaffctl"), "set", g.name, "--mode=soft", "--preferred=0",
-                   "--softness=100", "--live", "--conf", self.cfg])
-        self.count("flow")
-        home = T.wait_until(lambda: g.all_on({0}), 30, what=False)
-        if home is None:
-            self.violation("flow", "bare did not go home to CPU 0: %s" % g.affinity_text())
-            return
-        # The other guests paused: CPU 1 idle but for the host's own noise (TCG guests cost
-        # CPU time even idle).
         others = [o for label, o in self.guests.items() if label != "bare"]
         for o in others:
             T.virsh("suspend", o.name)
         try:
+            g.set_load(0)
+            g.load = 0
+            for v in range(g.vcpus):
+                self.user_pin("bare", ("vcpu", v), ALL,
+                              ["vcpupin", g.name, str(v), "0-1", "--live"])
+            T.run_cmd([T.binary("softaffctl"), "set", g.name, "--mode=soft", "--preferred=0",
+                       "--softness=50", "--live", "--conf", self.cfg])
+            self.count("flow")
+            home = T.wait_until(lambda: g.all_on({0}), 30, what=False)
+            if home is None:
+                self.violation("flow", "bare, idle, not home on CPU 0 after 30 s: %s" % (
+                    g.affinity_text()))
+                return
             g.set_load(g.vcpus)
             burst = T.wait_until(lambda: any(1 in a for a in g.affinity().values()), 30,
                                  what=False)
             if burst is None:
-                self.violation("flow", "bare, busy, never burst onto CPU 1: %s" % (
+                self.violation("flow", "bare, busy, never burst onto CPU 1 in 30 s: %s" % (
                     g.affinity_text()))
             g.set_load(0)
             retreat = T.wait_until(lambda: g.all_on({0}), 30, what=False)
             if retreat is None:
-                self.violation("flow", "bare, idle, did not retreat to CPU 0: %s" % (
+                self.violation("flow", "bare, idle, did not retreat to CPU 0 in 30 s: %s" % (
                     g.affinity_text()))
+            log("flow: home after %.1f s, burst after %s s, retreat after %s s" % (
+                home, "%.1f" % burst if burst is not None else "-",
+                "%.1f" % retreat if retreat is not None else "-"))
         finally:
             for o in others:
                 T.virsh("resume", o.name)
-        log("flow: home, burst after %s s, retreat after %s s" % (
-            "%.1f" % burst if burst is not None else "-",
-            "%.1f" % retreat if retreat is not None else "-"))
 
     # ---- the run ----
     def setup(self):
