@@ -607,23 +607,30 @@ class Soak:
 
     # ---- the end: decisions still flow ----
     def flow_check(self):
-        """bare alone (the other guests paused: CPU 1 idle but for the host's own noise), its
-        vCPUs given 0-1 again by the user, home 0, softness 50: idle it stays home on CPU 0,
-        busy it bursts onto CPU 1, idle again it retreats to CPU 0."""
+        """Decisions still flow. bare (its vCPUs given 0-1 again by the user, home 0,
+        softness 50) and pin (0-1 again, home 1) are reset; the other guests paused. bare idle
+        stays home on CPU 0; busy, it bursts onto CPU 1 (idle but for the host's noise); when
+        pin, partition 1's owner, is resumed and busy, bare retreats to CPU 0 (a visitor leaves
+        when the owners need their CPUs, not merely when it idles)."""
         with self.lock:
             self.op_text = "flow check"
-        g = self.guests["bare"]
+        g, owner = self.guests["bare"], self.guests["pin"]
         others = [o for label, o in self.guests.items() if label != "bare"]
         for o in others:
+            o.set_load(0)
+            o.load = 0
+        for who, home in ((owner, "1"), (g, "0")):
+            for v in range(who.vcpus):
+                self.user_pin(who.label, ("vcpu", v), ALL,
+                              ["vcpupin", who.name, str(v), "0-1", "--live"])
+            T.run_cmd([T.binary("softaffctl"), "set", who.name, "--mode=soft",
+                       "--preferred=" + home, "--softness=50", "--live", "--conf", self.cfg])
+        for o in others:
             T.virsh("suspend", o.name)
+        resumed = False
         try:
             g.set_load(0)
             g.load = 0
-            for v in range(g.vcpus):
-                self.user_pin("bare", ("vcpu", v), ALL,
-                              ["vcpupin", g.name, str(v), "0-1", "--live"])
-            T.run_cmd([T.binary("softaffctl"), "set", g.name, "--mode=soft", "--preferred=0",
-                       "--softness=50", "--live", "--conf", self.cfg])
             self.count("flow")
             home = T.wait_until(lambda: g.all_on({0}), 30, what=False)
             if home is None:
@@ -631,22 +638,28 @@ class Soak:
                     g.affinity_text()))
                 return
             g.set_load(g.vcpus)
+            g.load = g.vcpus
             burst = T.wait_until(lambda: any(1 in a for a in g.affinity().values()), 30,
                                  what=False)
             if burst is None:
                 self.violation("flow", "bare, busy, never burst onto CPU 1 in 30 s: %s" % (
                     g.affinity_text()))
-            g.set_load(0)
-            retreat = T.wait_until(lambda: g.all_on({0}), 30, what=False)
-            if retreat is None:
-                self.violation("flow", "bare, idle, did not retreat to CPU 0 in 30 s: %s" % (
-                    g.affinity_text()))
-            log("flow: home after %.1f s, burst after %s s, retreat after %s s" % (
-                home, "%.1f" % burst if burst is not None else "-",
-                "%.1f" % retreat if retreat is not None else "-"))
-        finally:
+                return
             for o in others:
                 T.virsh("resume", o.name)
+            resumed = True
+            owner.set_load(owner.vcpus)
+            owner.load = owner.vcpus
+            retreat = T.wait_until(lambda: g.all_on({0}), 30, what=False)
+            if retreat is None:
+                self.violation("flow", "bare did not retreat to CPU 0 in 30 s with pin, the "
+                               "owner of CPU 1, busy: %s" % g.affinity_text())
+            log("flow: home after %.1f s, burst after %.1f s, retreat after %s s" % (
+                home, burst, "%.1f" % retreat if retreat is not None else "-"))
+        finally:
+            if not resumed:
+                for o in others:
+                    T.virsh("resume", o.name)
 
     # ---- the run ----
     def setup(self):
