@@ -67,6 +67,8 @@ LvDomain *lv_domain_new(LvShared *shared, const char *uuid, const char *name, vi
     h->dom = dom;
     h->writes = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
     h->early_pins = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
+    h->last_sent =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)sa_cpuset_free);
     h->next_write = 1;
     h->element_ok = true;
     sa_metadata_init(&h->user);
@@ -89,6 +91,7 @@ void lv_domain_unref(gpointer handle)
     virDomainFree(h->dom);
     g_ptr_array_unref(h->writes);
     g_ptr_array_unref(h->early_pins);
+    g_hash_table_unref(h->last_sent);
     if (h->iothread_ids)
         g_array_unref(h->iothread_ids);
     if (h->iothread_pins)
@@ -157,6 +160,7 @@ guint64 lv_domain_write_sent(LvDomain *h, const char *field, const SaCpuSet *set
     expire_writes(h, now);
     w->id = h->next_write++;
     g_ptr_array_add(h->writes, w);
+    g_hash_table_replace(h->last_sent, g_strdup(field), sa_cpuset_copy(set));
     g_mutex_unlock(&h->lock);
     return w->id;
 }

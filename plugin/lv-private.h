@@ -74,6 +74,8 @@ typedef struct {
     GPtrArray *writes;        /* LvWrite*: softaff's writes whose events have not come, oldest
                                  first */
     guint64 next_write;       /* the id of the next LvWrite */
+    GHashTable *last_sent;    /* field -> SaCpuSet*: the last set softaff sent it (this
+                                 process) */
     GPtrArray *early_pins;    /* LvWrite* (field, set): the user's pins seen before own was
                                  known, for the discover that makes it */
     GArray *iothread_ids;     /* guint: the I/O threads, as the last discover found them */
@@ -83,6 +85,8 @@ typedef struct {
     guint own_generation;     /* bumped whenever own changes */
     bool recorded;            /* own is in the live metadata as it is now */
     bool has_record;          /* the live metadata holds a record (softaff narrows the VM) */
+    bool unheard;             /* events may have been missed (a new connection): the next
+                                 discover looks for the user's live pins in the live XML */
     /* The live softaff element as last read, to write it back with softaffd's child changed. */
     bool element_ok;  /* there is none, or it is valid (an invalid one is never rewritten) */
     bool has_element; /* there is one */
@@ -125,6 +129,10 @@ guint lv_domain_pending_writes(LvDomain *h);
 /* Under h->lock, own known: the user pinned the thread of field to set; it becomes the thread's
  * own setting (to be recorded again). False when field is no thread's pin. */
 bool lv_domain_user_pin_locked(LvDomain *h, const char *field, const SaCpuSet *set);
+/* Main thread: the backend connected anew: the events of softaff's writes that returned are
+ * lost, and the user may have pinned threads meanwhile, which the next discover finds in the
+ * live XML. */
+void lv_domain_mark_unheard(LvDomain *h);
 /* Worker: takes in the live XML of QEMU process pid (another process than before starts the
  * state over): the I/O threads and their pins, the softaff element, and the VM's own settings
  * (kept when known, else the record, else the live XML's; with the user's pins seen before it

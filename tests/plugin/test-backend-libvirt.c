@@ -774,7 +774,7 @@ static void test_record(Fixture *f, gconstpointer data)
     assert_pin(first->vcpu_pins, 1, "(none)");
 
     TestCommand t;
-    test_command_init(&t, SCRATCH_UUID, "0-3;0-3", "4");
+    test_command_init(&t, SCRATCH_UUID, "6;0-3", "4");
     g_assert_true(command(lv_backend_ops.pin, scratch, &t.cmd, &error));
     test_command_clear(&t);
     SaMetadata md;
@@ -835,6 +835,18 @@ static void test_user_pin_recorded(Fixture *f, gconstpointer data)
     test_command_clear(&t);
 }
 
+/* A user's live pin of vCPU vcpu through libvirt (the test driver sends no event). */
+static void live_pin_vcpu(LvDomain *h, guint vcpu, const char *cpus)
+{
+    g_autoptr(virDomain) dom = lv_domain_get_dom(h);
+    gsize maplen = lv_shared_maplen(h->shared);
+    g_autofree unsigned char *map = g_malloc0(maplen);
+    g_autoptr(SaCpuSet) set = sa_cpuset_parse(cpus, NULL);
+    sa_cpuset_to_cpumap(set, map, maplen);
+    g_assert_cmpint(virDomainPinVcpuFlags(dom, vcpu, map, (int)maplen, VIR_DOMAIN_AFFECT_LIVE), ==,
+                    0);
+}
+
 /* A user's live pin after softaff recorded and pinned: the record is rewritten by the discover
  * the event asks for, without waiting for a pin softaff may never need (a daemon killed then,
  * a save image or a migration would carry the old record). */
@@ -843,9 +855,11 @@ static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
     LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
     TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
     g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
     test_command_clear(&t);
+    /* `virsh vcpupin web 0 7 --live`: the pin, then its event. */
+    live_pin_vcpu(web, 0, "7");
     virTypedParameter user[] = {string_param("cputune.vcpupin0", "7")};
     g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
     g_autoptr(SaVmFacts) facts = discover(web, &error);
@@ -883,28 +897,71 @@ static void test_user_pin_before_discover(Fixture *f, gconstpointer data)
     LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
     TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
     g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
     test_command_clear(&t);
 
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
     virTypedParameter user[] = {string_param("cputune.vcpupin2", "4"),
-                                string_param("cputune.emulatorpin", "5")};
+                                string_param("cputune.emulatorpin", "1")};
     g_assert_false(lv_domain_tunables(fresh, user, G_N_ELEMENTS(user)));
     g_autoptr(SaVmFacts) facts = discover(fresh, &error);
     g_assert_no_error(error);
     assert_pin(facts->vcpu_pins, 1, "2-3"); /* the record's */
     assert_pin(facts->vcpu_pins, 2, "4");
-    assert_cpuset(facts->emulator_pin, "5");
+    assert_cpuset(facts->emulator_pin, "1");
     /* And the record says so at once. */
     SaMetadata md;
     g_auto(SaMetadataRecord) rec = {0};
     guint attrs = 0;
     g_assert_true(live_element(fresh, &md, &rec, &attrs));
     assert_pin(rec.own->vcpupin, 2, "4");
-    assert_cpuset(rec.own->emulatorpin, "5");
+    assert_cpuset(rec.own->emulatorpin, "1");
     lv_domain_unref(fresh);
+}
+
+/* The user pins while the backend does not listen (libvirtd restarted, softaffd down): a live
+ * pin outside the thread's own set cannot be softaff's (it only narrows within it) and is the
+ * user's, found by the discover of the next sync or of a restarted daemon's first look. A pin
+ * within the own set cannot be told from softaff's narrowing: own stays. */
+static void test_user_pin_unheard(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+
+    /* `virsh vcpupin web 0 6 --live` and `... 2 1`, no event heard (the test driver sends
+     * none; the fake core does not hear this call). */
+    live_pin_vcpu(web, 0, "6");
+    live_pin_vcpu(web, 2, "1");
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+
+    /* A restarted daemon: the record says vCPU 0 has no pin of its own (0-5, its cpuset). */
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
+    g_assert_no_error(error);
+    assert_pin(restarted->vcpu_pins, 0, "6");
+    assert_pin(restarted->vcpu_pins, 2, "(none)"); /* 1 is within 0-5: may be softaff's */
+    lv_domain_unref(fresh);
+
+    /* The same daemon after a new connection (what finish_connect does), then the sync. */
+    g_autoptr(SaVmFacts) before = discover(web, &error);
+    assert_pin(before->vcpu_pins, 0, "(none)"); /* nothing heard yet */
+    lv_domain_mark_unheard(web);
+    sa_libvirt_sync(f->lv);
+    g_autoptr(SaVmFacts) after = discover(web, &error);
+    g_assert_no_error(error);
+    assert_pin(after->vcpu_pins, 0, "6");
+    assert_pin(after->vcpu_pins, 1, "2-3");
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "6");
 }
 
 /* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
@@ -914,7 +971,7 @@ static void test_undefined_while_running(Fixture *f, gconstpointer data)
     LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
     TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;0-1;0-1;0-1", "6-7");
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
     g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
     test_command_clear(&t);
 
@@ -1190,6 +1247,8 @@ int main(int argc, char **argv)
                test_user_pin_record_at_once, fixture_teardown);
     g_test_add("/backend-libvirt/user-pin-before-discover", Fixture, NULL, fixture_setup,
                test_user_pin_before_discover, fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-unheard", Fixture, NULL, fixture_setup,
+               test_user_pin_unheard, fixture_teardown);
     g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
                test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
