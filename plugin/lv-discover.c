@@ -140,5 +140,7 @@ SaVmFacts *lv_discover(gpointer handle, GError **error)
      * (softaff may have nothing more to pin: the user's set can be what it holds already). */
     if (lv_domain_record_stale(h) && !lv_domain_write_record(h, error))
         return NULL;
-    return build_facts(h, pid, live, own);
+    SaVmFacts *facts = build_facts(h, pid, live, own);
+    facts->narrowed = lv_domain_has_record(h);
+    return facts;
 }

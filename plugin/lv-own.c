@@ -200,6 +200,14 @@ void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint g
     g_mutex_unlock(&h->lock);
 }
 
+bool lv_domain_has_record(LvDomain *h)
+{
+    g_mutex_lock(&h->lock);
+    bool has = h->has_record;
+    g_mutex_unlock(&h->lock);
+    return has;
+}
+
 bool lv_domain_record_stale(LvDomain *h)
 {
     g_mutex_lock(&h->lock);

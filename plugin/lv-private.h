@@ -148,6 +148,8 @@ SaOwnPins *lv_domain_own(LvDomain *h);
 char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generation);
 /* Worker: the element of lv_domain_element(with_own, removed, generation) was written. */
 void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint generation);
+/* softaffd's record is in the live metadata: softaff's pins may be in place. */
+bool lv_domain_has_record(LvDomain *h);
 /* A record is in the live metadata that no longer says what the daemon knows of own (a user's
  * live pin since): it must be written again at once, not at softaff's next pin. */
 bool lv_domain_record_stale(LvDomain *h);
