@@ -60,7 +60,7 @@ static pid_t find_qemu_pid(const char *uri, const char *name)
     return scan_proc_for_qemu(name);
 }
 
-static SaDomainXml *read_xml(virDomainPtr dom, unsigned int flags, GError **error)
+SaDomainXml *lv_read_xml(virDomainPtr dom, unsigned int flags, GError **error)
 {
     const char *what =
         flags & VIR_DOMAIN_XML_INACTIVE ? "the persistent domain XML" : "the live domain XML";
@@ -130,7 +130,7 @@ SaVmFacts *lv_discover(gpointer handle, GError **error)
         g_set_error(error, SA_ERROR, SA_ERROR_GONE, "the domain is not running");
         return NULL;
     }
-    g_autoptr(SaDomainXml) live = read_xml(dom, 0, error);
+    g_autoptr(SaDomainXml) live = lv_read_xml(dom, 0, error);
     if (!live)
         return NULL;
     pid_t pid = find_qemu_pid(h->shared->uri, live->name);

@@ -123,6 +123,24 @@ static void find_unheard_pins(LvDomain *h, const SaDomainXml *live)
     }
 }
 
+bool lv_domain_is_unheard(LvDomain *h)
+{
+    g_mutex_lock(&h->lock);
+    bool unheard = h->unheard && h->own;
+    g_mutex_unlock(&h->lock);
+    return unheard;
+}
+
+void lv_domain_catch_up(LvDomain *h, const SaDomainXml *live)
+{
+    g_mutex_lock(&h->lock);
+    if (h->unheard && h->own) {
+        find_unheard_pins(h, live);
+        h->unheard = false;
+    }
+    g_mutex_unlock(&h->lock);
+}
+
 SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live)
 {
     g_mutex_lock(&h->lock);

@@ -209,6 +209,15 @@ static void own_command(const SaCommand *cmd, const SaOwnPins *own, SaCommand *o
 static bool lv_restore(gpointer handle, const SaCommand *cmd, GError **error)
 {
     LvDomain *h = handle;
+    if (lv_domain_is_unheard(h)) {
+        /* A new connection whose discover has not run yet (SIGTERM right after it): the user's
+         * pins made meanwhile are what to give back. */
+        g_autoptr(virDomain) dom = lv_domain_get_dom(h);
+        g_autoptr(SaDomainXml) live = lv_read_xml(dom, 0, error);
+        if (!live)
+            return false;
+        lv_domain_catch_up(h, live);
+    }
     g_autoptr(SaOwnPins) own = lv_domain_own(h);
     g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
     SaCommand mine;

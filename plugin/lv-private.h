@@ -172,6 +172,14 @@ void lv_domain_drop_iothread(LvDomain *h, guint id);
  * failure is transient. */
 void lv_set_error(GError **error, const char *what);
 
+/* Worker: the domain XML (flags of virDomainGetXMLDesc), parsed. */
+SaDomainXml *lv_read_xml(virDomainPtr dom, unsigned int flags, GError **error);
+/* Worker: whether the backend connected anew since the last discover (lv_domain_mark_unheard). */
+bool lv_domain_is_unheard(LvDomain *h);
+/* Worker: the user's pins made while no event was heard, from the live XML, into own (what the
+ * next discover would do): before a restore that may come first. */
+void lv_domain_catch_up(LvDomain *h, const SaDomainXml *live);
+
 /* Worker callbacks (lv-discover.c, lv-pin.c). */
 SaVmFacts *lv_discover(gpointer handle, GError **error);
 

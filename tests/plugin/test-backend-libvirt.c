@@ -964,6 +964,26 @@ static void test_user_pin_unheard(Fixture *f, gconstpointer data)
     assert_pin(rec.own->vcpupin, 0, "6");
 }
 
+/* SIGTERM right after a new connection: the restore runs before the sync's discover and still
+ * gives back the user's pin made while no event was heard, not the own set as it was. */
+static void test_restore_unheard(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t, restore;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
+    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    live_pin_vcpu(web, 0, "3");
+    lv_domain_mark_unheard(web);
+    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
+    g_assert_no_error(error);
+    g_autofree char *after = live_pinning(web, 4);
+    g_assert_cmpstr(after, ==, "3 2-3 0-5 0-5 | 4-5");
+    test_command_clear(&t);
+    test_command_clear(&restore);
+}
+
 /* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
  * daemon finds them in the record. */
 static void test_undefined_while_running(Fixture *f, gconstpointer data)
@@ -1249,6 +1269,8 @@ int main(int argc, char **argv)
                test_user_pin_before_discover, fixture_teardown);
     g_test_add("/backend-libvirt/user-pin-unheard", Fixture, NULL, fixture_setup,
                test_user_pin_unheard, fixture_teardown);
+    g_test_add("/backend-libvirt/restore-unheard", Fixture, NULL, fixture_setup,
+               test_restore_unheard, fixture_teardown);
     g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
                test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,

@@ -44,6 +44,7 @@ import soakgen  # noqa: E402
 import softaff_testlib as T  # noqa: E402
 
 ALL = frozenset({0, 1})
+LOAD_ACK_S = 60        # a guest with every vCPU spinning on a busy host answers late
 GRACE_S = 2.0          # a user's pin: the old set is still accepted this long after it returned
 STATUS_MAX_S = 1.0
 POLL_S = 0.1
@@ -421,14 +422,14 @@ class Soak:
     # ---- operations ----
     def op_load(self, op):
         g = self.guests[op["guest"]]
-        g.set_load(op["threads"])
+        g.set_load(op["threads"], timeout=LOAD_ACK_S)
         g.load = op["threads"]
 
     def op_spike(self, op):
         g = self.guests[op["guest"]]
-        g.set_load(op["threads"])
+        g.set_load(op["threads"], timeout=LOAD_ACK_S)
         time.sleep(op["hold"])
-        g.set_load(g.load)
+        g.set_load(g.load, timeout=LOAD_ACK_S)
 
     def save_restore(self, label, checks=True):
         g = self.guests[label]
