@@ -700,7 +700,7 @@ class Soak:
                        threading.Thread(target=self.status_loop, name="status", daemon=True)]
             for t in threads:
                 t.start()
-            t_ops = time.monotonic()
+            t_ops = self.t_ops = time.monotonic()
             for step, op in enumerate(soakgen.operations(self.seed)):
                 if time.monotonic() - t_ops >= self.duration:
                     break
@@ -745,7 +745,8 @@ class Soak:
             "started": self.wall_start,
             "ended": self.wall_end,
             "duration_s": self.duration,
-            "operations_s": round(getattr(self, "ops_seconds", 0), 1),
+            "operations_s": round(getattr(self, "ops_seconds", None) or (
+                time.monotonic() - self.t_ops if getattr(self, "t_ops", None) else 0), 1),
             "steps": self.step,
             "domain_type": T.domain_type(),
             "operations": dict(sorted(self.ops.items())),
