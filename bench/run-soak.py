@@ -58,6 +58,9 @@ def main():
     for v in r["violations"]:
         print("  seed %d step %d (%s) %s: %s" % (v["seed"], v["step"], v["op"], v["invariant"],
                                                  v["detail"]))
+    for i in r.get("incidents", []):
+        print("  incident (an operation that did not complete; the guest started afresh): seed %d "
+              "step %d (%s): %s" % (i["seed"], i["step"], i["op"], i["error"]))
     if r.get("driver_error"):
         print("driver error: " + r["driver_error"])
     return rc

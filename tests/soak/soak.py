@@ -187,6 +187,7 @@ class Soak:
         self.violations = []
         self._seen = set()
         self.latencies = []
+        self.incidents = []
         self.sigterm_s = []
         self.libvirtd_reconnect_s = []
         self.stop_event = threading.Event()
@@ -467,7 +468,7 @@ class Soak:
         label = op["guest"]
         g = self.guests[label]
         self.transition(label)
-        T.virsh("destroy", g.name, timeout=60)
+        T.virsh("destroy", g.name, timeout=60, check=False)  # not running after an incident
         g.close_control()
         if os.path.exists(g.control_path):
             os.unlink(g.control_path)
@@ -606,6 +607,35 @@ class Soak:
     def op_idle(self, op):
         time.sleep(op["hold"])
 
+    def incident(self, op, error):
+        text = " ".join(str(error).split())[:300]
+        log("INCIDENT seed=%d step=%d (%s): %s" % (self.seed, self.step, self.op_text, text))
+        self.incidents.append({"seed": self.seed, "step": self.step, "op": self.op_text,
+                               "error": text})
+        if len(self.incidents) > 5:
+            raise AssertionError("more than 5 incidents: the host or libvirt is unusable")
+        labels = [op["guest"]] if op.get("guest") else []
+        if op.get("save_guest"):
+            labels.append(op["save_guest"])
+        for label, g in self.guests.items():
+            running = T.virsh("domstate", g.name, check=False).strip() == "running"
+            if label not in labels and running:
+                continue
+            log("incident: %s starts afresh" % label)
+            self.transition(label)
+            T.virsh("destroy", g.name, check=False, timeout=60)
+            image = os.path.join(T.workdir(), "%s.save" % label)
+            if os.path.exists(image):
+                os.unlink(image)
+            if g.persistent:
+                T.virsh("managedsave-remove", g.name, check=False)
+            self.op_destroy_start({"guest": label})
+        with self.lock:
+            up = self.daemon_up
+        if not up or self.daemon.proc.poll() is not None:
+            self.daemon_down()
+            self.start_daemon()
+
     # ---- the end: decisions still flow ----
     def flow_check(self):
         """Decisions still flow. bare (its vCPUs given 0-1 again by the user, home 0,
@@ -710,7 +740,13 @@ class Soak:
                     self.step = step
                     self.op_text = soakgen.describe(op)
                 log("step %d: %s" % (step, self.op_text))
-                getattr(self, "op_" + op["kind"].replace("-", "_"))(op)
+                try:
+                    getattr(self, "op_" + op["kind"].replace("-", "_"))(op)
+                except (RuntimeError, AssertionError) as e:
+                    # An operation libvirt or a guest did not complete (a hung restore, a
+                    # guest that does not answer): an incident, not an invariant; the guests
+                    # concerned start afresh and the run goes on.
+                    self.incident(op, e)
                 self.ops[op["kind"]] = self.ops.get(op["kind"], 0) + 1
                 self.check_alive()
                 time.sleep(op["gap"])
@@ -757,6 +793,7 @@ class Soak:
             "sigterm_s_max": round(max(self.sigterm_s), 3) if self.sigterm_s else None,
             "libvirtd_reconnect_s_max": round(max(self.libvirtd_reconnect_s), 2)
             if self.libvirtd_reconnect_s else None,
+            "incidents": self.incidents,
             "driver_error": getattr(self, "driver_error", None),
         }
         text = json.dumps(r, indent=1)
