@@ -241,6 +241,9 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
         vm->sampling.stale = true;
     sa_vm_facts_free(vm->facts);
     vm->facts = g_steal_pointer(&owned);
+    /* An earlier daemon's pins (SIGKILLed, then restarted): given back like this one's. */
+    if (vm->facts->narrowed)
+        vm->act.touched = true;
 
     SaJudgement j;
     sa_judge_vm(vm->facts, core->cfg, core->topo->online,

@@ -68,6 +68,10 @@ typedef struct {
     /* The VM places its own memory (libvirt: <numatune>): softaff never moves it. */
     bool has_numatune;
 
+    /* softaff's pins may be in place, from an earlier softaffd (libvirt: its record is in the
+     * live metadata): the VM is given back at shutdown even if this daemon never pinned it. */
+    bool narrowed;
+
     /* softaff settings: the metadata element (libvirt) or a [vm NAME] group (QMP). */
     bool has_settings;
     SaMetadata settings;  /* meaningful when has_settings and settings_error is NULL */

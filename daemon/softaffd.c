@@ -31,6 +31,7 @@ typedef struct {
     guint tick_source;
     guint64 ticks;
     bool terminating;
+    gint64 connect_until; /* terminating while reconnecting to libvirt: wait for it until then */
     int exit_code;
 } App;
 
@@ -121,6 +122,32 @@ static void save_headroom(App *app)
         g_warning("fleet: saving the headroom: %s", error->message);
 }
 
+static void start_shutdown(App *app)
+{
+    g_info("terminating: restoring every VM softaff changed (at most %u ms)",
+           sa_core_config(app->core)->stop_timeout_ms);
+    sa_core_shutdown(app->core, stopped_cb, app);
+}
+
+/* Terminating without a libvirt connection (libvirtd restarted, softaffd's reconnect waiting
+ * for its back-off): the VMs can only be given back through a new one. */
+static gboolean connect_for_shutdown(gpointer data)
+{
+    App *app = data;
+    if (sa_libvirt_is_connected(app->lv)) {
+        g_info("terminating: connected again");
+        start_shutdown(app);
+        return G_SOURCE_REMOVE;
+    }
+    if (g_get_monotonic_time() >= app->connect_until) {
+        g_warning("terminating: still no connection to libvirt: the VMs keep softaff's pins");
+        start_shutdown(app);
+        return G_SOURCE_REMOVE;
+    }
+    sa_libvirt_connect(app->lv); /* now, not at the back-off's next attempt */
+    return G_SOURCE_CONTINUE;
+}
+
 static gboolean on_sigterm(gpointer data)
 {
     App *app = data;
@@ -131,10 +158,18 @@ static gboolean on_sigterm(gpointer data)
     if (app->tick_source)
         g_source_remove(app->tick_source);
     app->tick_source = 0;
-    g_info("terminating: restoring every VM softaff changed (at most %u ms)",
-           sa_core_config(app->core)->stop_timeout_ms);
     save_headroom(app);
-    sa_core_shutdown(app->core, stopped_cb, app);
+    if (app->lv && !sa_libvirt_is_connected(app->lv)) {
+        guint ms = sa_core_config(app->core)->stop_timeout_ms;
+        g_info("terminating: not connected to libvirt; connecting to give the VMs back (at most "
+               "%u ms more)",
+               ms);
+        app->connect_until = g_get_monotonic_time() + (gint64)ms * 1000;
+        sa_libvirt_connect(app->lv);
+        g_timeout_add(100, connect_for_shutdown, app);
+        return G_SOURCE_CONTINUE;
+    }
+    start_shutdown(app);
     return G_SOURCE_CONTINUE;
 }
 

@@ -248,6 +248,12 @@ static void finish_connect(SaLibvirt *lv, LvOpened *opened)
     lv->reconnect_delay_ms = 0;
     virResetLastError();
     g_info("connected to %s (%d host CPUs)", lv->shared->uri, host_cpus);
+    /* The events since the last connection are lost: the user may have pinned meanwhile. */
+    GHashTableIter it;
+    gpointer h;
+    g_hash_table_iter_init(&it, lv->domains);
+    while (g_hash_table_iter_next(&it, NULL, &h))
+        lv_domain_mark_unheard(h);
     sa_libvirt_sync(lv);
 }
 

@@ -60,7 +60,7 @@ static pid_t find_qemu_pid(const char *uri, const char *name)
     return scan_proc_for_qemu(name);
 }
 
-static SaDomainXml *read_xml(virDomainPtr dom, unsigned int flags, GError **error)
+SaDomainXml *lv_read_xml(virDomainPtr dom, unsigned int flags, GError **error)
 {
     const char *what =
         flags & VIR_DOMAIN_XML_INACTIVE ? "the persistent domain XML" : "the live domain XML";
@@ -130,10 +130,17 @@ SaVmFacts *lv_discover(gpointer handle, GError **error)
         g_set_error(error, SA_ERROR, SA_ERROR_GONE, "the domain is not running");
         return NULL;
     }
-    g_autoptr(SaDomainXml) live = read_xml(dom, 0, error);
+    g_autoptr(SaDomainXml) live = lv_read_xml(dom, 0, error);
     if (!live)
         return NULL;
     pid_t pid = find_qemu_pid(h->shared->uri, live->name);
     g_autoptr(SaOwnPins) own = lv_domain_adopt(h, pid, live);
-    return build_facts(h, pid, live, own);
+    /* softaff narrows the VM and its record is behind the user's live pin: rewritten now, so a
+     * daemon killed before its next pin, a save image or a migration carries the user's word
+     * (softaff may have nothing more to pin: the user's set can be what it holds already). */
+    if (lv_domain_record_stale(h) && !lv_domain_write_record(h, error))
+        return NULL;
+    SaVmFacts *facts = build_facts(h, pid, live, own);
+    facts->narrowed = lv_domain_has_record(h);
+    return facts;
 }

@@ -48,6 +48,13 @@ static GPtrArray *new_set_array(void)
     return g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
 }
 
+static void write_free(LvWrite *w)
+{
+    g_free(w->field);
+    sa_cpuset_free(w->set);
+    g_free(w);
+}
+
 LvDomain *lv_domain_new(LvShared *shared, const char *uuid, const char *name, virDomainPtr dom)
 {
     LvDomain *h = g_new0(LvDomain, 1);
@@ -58,8 +65,11 @@ LvDomain *lv_domain_new(LvShared *shared, const char *uuid, const char *name, vi
     g_mutex_init(&h->lock);
     virDomainRef(dom);
     h->dom = dom;
-    h->applied =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
+    h->writes = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
+    h->early_pins = g_ptr_array_new_with_free_func((GDestroyNotify)write_free);
+    h->last_sent =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)sa_cpuset_free);
+    h->next_write = 1;
     h->element_ok = true;
     sa_metadata_init(&h->user);
     h->assigned = -1;
@@ -79,7 +89,9 @@ void lv_domain_unref(gpointer handle)
     if (!h || !g_atomic_int_dec_and_test(&h->refs))
         return;
     virDomainFree(h->dom);
-    g_hash_table_unref(h->applied);
+    g_ptr_array_unref(h->writes);
+    g_ptr_array_unref(h->early_pins);
+    g_hash_table_unref(h->last_sent);
     if (h->iothread_ids)
         g_array_unref(h->iothread_ids);
     if (h->iothread_pins)
@@ -122,28 +134,70 @@ char *lv_field_iothread(guint id)
     return g_strdup_printf(VIR_DOMAIN_TUNABLE_CPU_IOTHREADSPIN, id);
 }
 
-void lv_domain_note_applied(LvDomain *h, const char *field, const SaCpuSet *set)
+/* Under the lock: drops the writes whose event is overdue (see LV_WRITE_WINDOW_US). */
+static void expire_writes(LvDomain *h, gint64 now)
+{
+    for (guint i = 0; i < h->writes->len;) {
+        const LvWrite *w = g_ptr_array_index(h->writes, i);
+        if (w->done_at != 0 && now - w->done_at > LV_WRITE_WINDOW_US) {
+            g_debug("%s: no event came for softaff's write of %s (sent %.3f s ago)", h->name,
+                    w->field, (double)(now - w->sent_at) / G_USEC_PER_SEC);
+            g_ptr_array_remove_index(h->writes, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+guint64 lv_domain_write_sent(LvDomain *h, const char *field, const SaCpuSet *set)
+{
+    gint64 now = g_get_monotonic_time();
+    LvWrite *w = g_new0(LvWrite, 1);
+    w->field = g_strdup(field);
+    w->set = sa_cpuset_copy(set);
+    w->sent_at = now;
+    g_mutex_lock(&h->lock);
+    expire_writes(h, now);
+    w->id = h->next_write++;
+    g_ptr_array_add(h->writes, w);
+    g_hash_table_replace(h->last_sent, g_strdup(field), sa_cpuset_copy(set));
+    g_mutex_unlock(&h->lock);
+    return w->id;
+}
+
+void lv_domain_write_done(LvDomain *h, guint64 id)
 {
     g_mutex_lock(&h->lock);
-    GPtrArray *recent = g_hash_table_lookup(h->applied, field);
-    if (!recent) {
-        recent = new_set_array();
-        g_hash_table_insert(h->applied, g_strdup(field), recent);
-    }
-    if (recent->len == 0 || !sa_cpuset_equal(g_ptr_array_index(recent, recent->len - 1), set)) {
-        g_ptr_array_add(recent, sa_cpuset_copy(set));
-        if (recent->len > LV_APPLIED_KEEP)
-            g_ptr_array_remove_index(recent, 0);
+    for (guint i = 0; i < h->writes->len; i++) {
+        LvWrite *w = g_ptr_array_index(h->writes, i);
+        if (w->id == id) {
+            w->done_at = MAX(g_get_monotonic_time(), 1);
+            break;
+        }
     }
     g_mutex_unlock(&h->lock);
 }
 
-static bool applied_recently(LvDomain *h, const char *field, const SaCpuSet *set)
+guint lv_domain_pending_writes(LvDomain *h)
 {
-    GPtrArray *recent = g_hash_table_lookup(h->applied, field);
-    for (guint i = 0; recent && i < recent->len; i++)
-        if (sa_cpuset_equal(g_ptr_array_index(recent, i), set))
+    g_mutex_lock(&h->lock);
+    guint n = h->writes->len;
+    g_mutex_unlock(&h->lock);
+    return n;
+}
+
+/* Under the lock: the event of field with set is softaff's when a write of that set to that
+ * field is waiting for its event; that write is then consumed (the oldest, as libvirt sends a
+ * domain's events in order). */
+static bool take_write(LvDomain *h, const char *field, const SaCpuSet *set)
+{
+    for (guint i = 0; i < h->writes->len; i++) {
+        const LvWrite *w = g_ptr_array_index(h->writes, i);
+        if (strcmp(w->field, field) == 0 && sa_cpuset_equal(w->set, set)) {
+            g_ptr_array_remove_index(h->writes, i);
             return true;
+        }
+    }
     return false;
 }
 
@@ -163,63 +217,74 @@ static int iothread_position(const LvDomain *h, guint id)
     return -1;
 }
 
-/* The user's own pin of a thread: it becomes the thread's own setting, recorded anew. */
-static void user_pinned(LvDomain *h, const char *what, const char *text)
-{
-    g_info("%s: the user pinned %s to %s: now its own setting", h->name, what, text);
-    h->own_generation++;
-    h->recorded = false;
-}
-
-/* One cputune.* parameter of a tunable event; true when the facts should be read again. */
-static bool note_tunable(LvDomain *h, const char *field, const SaCpuSet *set, const char *text)
+bool lv_domain_user_pin_locked(LvDomain *h, const char *field, const SaCpuSet *set)
 {
     guint index = 0;
     char tail = 0;
-    bool ours = applied_recently(h, field, set);
+    g_autofree char *what = NULL;
 
     if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_VCPUPIN "%c", &index, &tail) == 1) {
-        if (ours || !h->own)
-            return false; /* softaff's own write; or the first discover reads it */
-        g_autofree char *what = g_strdup_printf("vCPU %u", index);
         sa_own_pins_set_vcpu(h->own, index, set);
-        user_pinned(h, what, text);
-        return true;
-    }
-    if (strcmp(field, LV_FIELD_EMULATOR) == 0) {
-        if (ours || !h->own)
-            return false;
+        what = g_strdup_printf("vCPU %u", index);
+    } else if (strcmp(field, LV_FIELD_EMULATOR) == 0) {
         g_clear_pointer(&h->own->emulatorpin, sa_cpuset_free);
         h->own->emulatorpin = sa_cpuset_copy(set);
-        user_pinned(h, "the emulator", text);
-        return true;
+        what = g_strdup("the emulator");
+    } else if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_IOTHREADSPIN "%c", &index, &tail) == 1) {
+        sa_own_pins_set_iothread(h->own, index, set);
+        what = g_strdup_printf("I/O thread %u", index);
+    } else {
+        return false;
+    }
+    g_autofree char *text = sa_cpuset_format(set);
+    g_info("%s: the user pinned %s to %s: now its own setting", h->name, what, text);
+    h->own_generation++;
+    h->recorded = false;
+    return true;
+}
+
+/* One cputune.* parameter of a tunable event; true when the facts should be read again. */
+static bool note_tunable(LvDomain *h, const char *field, const SaCpuSet *set)
+{
+    guint index = 0;
+    char tail = 0;
+    bool ours = take_write(h, field, set);
+
+    if (!ours && !h->own) {
+        /* Before the first discover: kept for it, which may read an older record. */
+        LvWrite *w = g_new0(LvWrite, 1);
+        w->field = g_strdup(field);
+        w->set = sa_cpuset_copy(set);
+        g_ptr_array_add(h->early_pins, w);
     }
     if (sscanf(field, VIR_DOMAIN_TUNABLE_CPU_IOTHREADSPIN "%c", &index, &tail) == 1) {
         int i = iothread_position(h, index);
         if (i < 0)
             return true; /* an I/O thread added since the last discover */
         set_at(h->iothread_pins, (guint)i, set);
-        if (ours || !h->own)
-            return false;
-        g_autofree char *what = g_strdup_printf("I/O thread %u", index);
-        sa_own_pins_set_iothread(h->own, index, set);
-        user_pinned(h, what, text);
-        return true;
     }
-    return false;
+    if (ours || !h->own)
+        return false; /* softaff's own write; or the first discover takes it */
+    return lv_domain_user_pin_locked(h, field, set);
 }
 
 bool lv_domain_tunables(LvDomain *h, const virTypedParameter *params, int n_params)
 {
+    return lv_domain_tunables_at(h, params, n_params, g_get_monotonic_time());
+}
+
+bool lv_domain_tunables_at(LvDomain *h, const virTypedParameter *params, int n_params, gint64 now)
+{
     bool again = false;
 
     g_mutex_lock(&h->lock);
+    expire_writes(h, now);
     for (int i = 0; i < n_params; i++) {
         if (params[i].type != VIR_TYPED_PARAM_STRING)
             continue;
         g_autoptr(SaCpuSet) set = sa_cpuset_parse(params[i].value.s, NULL);
         if (set && !sa_cpuset_is_empty(set))
-            again |= note_tunable(h, params[i].field, set, params[i].value.s);
+            again |= note_tunable(h, params[i].field, set);
     }
     g_mutex_unlock(&h->lock);
     return again;

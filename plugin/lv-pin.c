@@ -31,12 +31,14 @@ static bool pin_vcpus(LvDomain *h, virDomainPtr dom, SaCpuSet *const *vcpus, gui
         if (!vcpus[i])
             continue;
         sa_cpuset_to_cpumap(vcpus[i], want, maplen);
+        if (memcmp(maps + (gsize)i * maplen, want, maplen) == 0)
+            continue; /* no write, so no event: nothing to record */
         g_autofree char *field = lv_field_vcpu(i);
         /* Before the write: its tunable event may come before this returns. */
-        lv_domain_note_applied(h, field, vcpus[i]);
-        if (memcmp(maps + (gsize)i * maplen, want, maplen) == 0)
-            continue;
-        if (virDomainPinVcpuFlags(dom, i, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+        guint64 id = lv_domain_write_sent(h, field, vcpus[i]);
+        int rc = virDomainPinVcpuFlags(dom, i, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE);
+        lv_domain_write_done(h, id);
+        if (rc < 0) {
             g_autofree char *what = g_strdup_printf("pinning vCPU %u", i);
             lv_set_error(error, what);
             return false;
@@ -57,8 +59,10 @@ static bool pin_emulator(LvDomain *h, virDomainPtr dom, const SaCpuSet *set, gsi
     }
     if (memcmp(current, want, maplen) == 0)
         return true;
-    lv_domain_note_applied(h, LV_FIELD_EMULATOR, set);
-    if (virDomainPinEmulator(dom, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    guint64 id = lv_domain_write_sent(h, LV_FIELD_EMULATOR, set);
+    int rc = virDomainPinEmulator(dom, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE);
+    lv_domain_write_done(h, id);
+    if (rc < 0) {
         lv_set_error(error, "pinning the emulator threads");
         return false;
     }
@@ -79,8 +83,10 @@ static bool pin_iothread(LvDomain *h, virDomainPtr dom, guint id, const SaCpuSet
 {
     g_autofree char *field = lv_field_iothread(id);
     sa_cpuset_to_cpumap(set, want, maplen);
-    lv_domain_note_applied(h, field, set);
-    if (virDomainPinIOThread(dom, id, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE) == 0) {
+    guint64 write = lv_domain_write_sent(h, field, set);
+    int rc = virDomainPinIOThread(dom, id, want, (int)maplen, VIR_DOMAIN_AFFECT_LIVE);
+    lv_domain_write_done(h, write);
+    if (rc == 0) {
         lv_domain_set_iothread_pin(h, id, set);
     } else if (virGetLastErrorCode() == VIR_ERR_INVALID_ARG) {
         /* Deleted since the last discover (`virsh iothreaddel`): nothing to pin. */
@@ -155,6 +161,11 @@ static bool write_element(LvDomain *h, bool with_own, GError **error)
     return true;
 }
 
+bool lv_domain_write_record(LvDomain *h, GError **error)
+{
+    return write_element(h, true, error);
+}
+
 /* Before softaff's first pin (and after a user's pin changed them): the VM's own settings go
  * into its metadata, so that nothing that carries the VM mistakes softaff's pins for them. */
 static bool ensure_recorded(LvDomain *h, GError **error)
@@ -198,6 +209,15 @@ static void own_command(const SaCommand *cmd, const SaOwnPins *own, SaCommand *o
 static bool lv_restore(gpointer handle, const SaCommand *cmd, GError **error)
 {
     LvDomain *h = handle;
+    if (lv_domain_is_unheard(h)) {
+        /* A new connection whose discover has not run yet (SIGTERM right after it): the user's
+         * pins made meanwhile are what to give back. */
+        g_autoptr(virDomain) dom = lv_domain_get_dom(h);
+        g_autoptr(SaDomainXml) live = lv_read_xml(dom, 0, error);
+        if (!live)
+            return false;
+        lv_domain_catch_up(h, live);
+    }
     g_autoptr(SaOwnPins) own = lv_domain_own(h);
     g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
     SaCommand mine;

@@ -38,9 +38,21 @@ void lv_shared_unref(LvShared *shared);
 gsize lv_shared_maplen(LvShared *shared);
 void lv_shared_set_host_cpus(LvShared *shared, int host_cpus);
 
-/* How many writes per thread are remembered to recognise the tunable events they cause (an
- * event may arrive after the next write). */
-#define LV_APPLIED_KEEP 4
+/* softaff's pin writes are told from the user's by what softaff sent and when, never by value
+ * alone: each write leaves a record (the tunable field, the set sent, when it was sent and when
+ * the call returned) that the first tunable event of that field with that set consumes. A
+ * record whose event has not come LV_WRITE_WINDOW_US after the call returned is dropped (the
+ * event was lost with a connection, or the call failed and sent none): a user's pin equal to
+ * softaff's, arriving after softaff's event was matched or after that window, is the user's. */
+#define LV_WRITE_WINDOW_US (10 * G_USEC_PER_SEC)
+
+typedef struct {
+    guint64 id;
+    char *field;    /* "cputune.vcpupin3" ... */
+    SaCpuSet *set;  /* what softaff sent */
+    gint64 sent_at; /* monotonic, µs */
+    gint64 done_at; /* monotonic, µs; 0 while the call has not returned */
+} LvWrite;
 
 /* One running domain: the handle the core holds.
  *
@@ -59,14 +71,22 @@ typedef struct {
     GMutex lock;              /* guards everything below */
     virDomainPtr dom;         /* referenced; of the current connection once it reconnected */
     pid_t pid;                /* the QEMU process the state below is about (0: not yet read) */
-    GHashTable *applied;      /* tunable field -> GPtrArray of the SaCpuSet* softaff wrote,
-                                 newest last, at most LV_APPLIED_KEEP */
+    GPtrArray *writes;        /* LvWrite*: softaff's writes whose events have not come, oldest
+                                 first */
+    guint64 next_write;       /* the id of the next LvWrite */
+    GHashTable *last_sent;    /* field -> SaCpuSet*: the last set softaff sent it (this
+                                 process) */
+    GPtrArray *early_pins;    /* LvWrite* (field, set): the user's pins seen before own was
+                                 known, for the discover that makes it */
     GArray *iothread_ids;     /* guint: the I/O threads, as the last discover found them */
     GPtrArray *iothread_pins; /* SaCpuSet* per entry of iothread_ids: its pinning as known
                                  (live XML, then softaff's writes), NULL: unknown */
     SaOwnPins *own;           /* the VM's own settings, NULL until discovered */
     guint own_generation;     /* bumped whenever own changes */
     bool recorded;            /* own is in the live metadata as it is now */
+    bool has_record;          /* the live metadata holds a record (softaff narrows the VM) */
+    bool unheard;             /* events may have been missed (a new connection): the next
+                                 discover looks for the user's live pins in the live XML */
     /* The live softaff element as last read, to write it back with softaffd's child changed. */
     bool element_ok;  /* there is none, or it is valid (an invalid one is never rewritten) */
     bool has_element; /* there is one */
@@ -92,16 +112,31 @@ virDomainPtr lv_domain_get_dom(LvDomain *h);
 char *lv_field_vcpu(guint vcpu);
 #define LV_FIELD_EMULATOR VIR_DOMAIN_TUNABLE_CPU_EMULATORPIN
 char *lv_field_iothread(guint id);
-/* Worker: softaff is about to give the thread of field the set. */
-void lv_domain_note_applied(LvDomain *h, const char *field, const SaCpuSet *set);
-/* Main thread: a tunable event. A pin that is none of softaff's recent writes is the user's:
- * it becomes the thread's own setting. True when the facts should be read again (a user pin, an
- * I/O thread softaff did not know). */
+/* Worker: softaff is about to give the thread of field the set (call it before the libvirt
+ * call: its event may come before the call returns). Returns the write's id. */
+guint64 lv_domain_write_sent(LvDomain *h, const char *field, const SaCpuSet *set);
+/* Worker: the call of write id returned (ok or not: a failed call may still have pinned). */
+void lv_domain_write_done(LvDomain *h, guint64 id);
+/* Main thread: a tunable event. A pin that matches none of softaff's writes (lv_domain_write_sent)
+ * is the user's: it becomes the thread's own setting. True when the facts should be read again
+ * (a user pin, an I/O thread softaff did not know). */
 bool lv_domain_tunables(LvDomain *h, const virTypedParameter *params, int n_params);
+/* lv_domain_tunables at monotonic time now (µs): for tests. */
+bool lv_domain_tunables_at(LvDomain *h, const virTypedParameter *params, int n_params, gint64 now);
+/* softaff's writes still waiting for their event (for tests). */
+guint lv_domain_pending_writes(LvDomain *h);
 
+/* Under h->lock, own known: the user pinned the thread of field to set; it becomes the thread's
+ * own setting (to be recorded again). False when field is no thread's pin. */
+bool lv_domain_user_pin_locked(LvDomain *h, const char *field, const SaCpuSet *set);
+/* Main thread: the backend connected anew: the events of softaff's writes that returned are
+ * lost, and the user may have pinned threads meanwhile, which the next discover finds in the
+ * live XML. */
+void lv_domain_mark_unheard(LvDomain *h);
 /* Worker: takes in the live XML of QEMU process pid (another process than before starts the
  * state over): the I/O threads and their pins, the softaff element, and the VM's own settings
- * (kept when known, else the record, else the live XML's). Returns a copy of own. */
+ * (kept when known, else the record, else the live XML's; with the user's pins seen before it
+ * was known on top). Returns a copy of own. */
 SaOwnPins *lv_domain_adopt(LvDomain *h, pid_t pid, const SaDomainXml *live);
 /* A copy of the VM's own settings, NULL when not discovered yet. */
 SaOwnPins *lv_domain_own(LvDomain *h);
@@ -113,6 +148,13 @@ SaOwnPins *lv_domain_own(LvDomain *h);
 char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generation);
 /* Worker: the element of lv_domain_element(with_own, removed, generation) was written. */
 void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint generation);
+/* softaffd's record is in the live metadata: softaff's pins may be in place. */
+bool lv_domain_has_record(LvDomain *h);
+/* A record is in the live metadata that no longer says what the daemon knows of own (a user's
+ * live pin since): it must be written again at once, not at softaff's next pin. */
+bool lv_domain_record_stale(LvDomain *h);
+/* Worker (lv-pin.c): writes the softaff element with the record of own (live). */
+bool lv_domain_write_record(LvDomain *h, GError **error);
 /* Worker: the home softaff chose, for the next element written. */
 void lv_domain_set_assigned(LvDomain *h, int assigned);
 /* Under h->lock (lv-own.c): the I/O threads of the live XML and their pins become the known
@@ -129,6 +171,14 @@ void lv_domain_drop_iothread(LvDomain *h, guint id);
  * only: libvirt reports cgroup write failures and more as VIR_ERR_OPERATION_INVALID) or the
  * failure is transient. */
 void lv_set_error(GError **error, const char *what);
+
+/* Worker: the domain XML (flags of virDomainGetXMLDesc), parsed. */
+SaDomainXml *lv_read_xml(virDomainPtr dom, unsigned int flags, GError **error);
+/* Worker: whether the backend connected anew since the last discover (lv_domain_mark_unheard). */
+bool lv_domain_is_unheard(LvDomain *h);
+/* Worker: the user's pins made while no event was heard, from the live XML, into own (what the
+ * next discover would do): before a restore that may come first. */
+void lv_domain_catch_up(LvDomain *h, const SaDomainXml *live);
 
 /* Worker callbacks (lv-discover.c, lv-pin.c). */
 SaVmFacts *lv_discover(gpointer handle, GError **error);

@@ -341,6 +341,31 @@ static void test_restore_on_shutdown(Fx *fx, gconstpointer data)
                      2);
 }
 
+/* A VM an earlier softaffd narrowed (its facts say so: its record is in the metadata) is
+ * given back at shutdown even when this daemon never pinned it (SIGTERM right after a restart:
+ * the soak's seed 1814198809, step 199); one without is left alone. */
+static void test_restore_narrowed_by_earlier(Fx *fx, gconstpointer data)
+{
+    g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
+    TVm *v = &fx->vms[fx->n_vms++];
+    v->key = g_strdup("key-earlier");
+    v->pid = 1700;
+    v->n_vcpus = 2;
+    fake_host_add_process(fx->host, v->pid, 2);
+    g_autoptr(SaVmFacts) f = vm_facts(v, "earlier", 0);
+    f->narrowed = true;
+    v->rec = rec_vm_new(v->key, f);
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
+    TVm *plain = add_vm(fx, "plain", 2, 1, 0.0);
+    /* No tick: nothing pinned by this daemon. */
+    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_settle(fx->core, 2000);
+    g_assert_true(fx->stopped);
+    g_assert_cmpuint(rec_vm_pins(v->rec), ==, 0);
+    g_assert_cmpuint(rec_vm_restores(v->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_restores(plain->rec), ==, 0);
+}
+
 /* SIGHUP's path: a new configuration and topology; homes are decided again, counters go on. */
 static void test_reload_keeps_counters(Fx *fx, gconstpointer data)
 {
@@ -1456,6 +1481,7 @@ int main(int argc, char **argv)
     ADD("/core/placement", test_placement);
     ADD("/core/burst-retreat", test_burst_and_retreat);
     ADD("/core/restore-on-shutdown", test_restore_on_shutdown);
+    ADD("/core/restore-narrowed-by-earlier", test_restore_narrowed_by_earlier);
     ADD("/core/reload-keeps-counters", test_reload_keeps_counters);
     ADD("/core/vanish-mid-tick", test_vanish_mid_tick);
     ADD("/core/apply-transient", test_apply_transient);

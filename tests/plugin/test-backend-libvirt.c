@@ -774,7 +774,7 @@ static void test_record(Fixture *f, gconstpointer data)
     assert_pin(first->vcpu_pins, 1, "(none)");
 
     TestCommand t;
-    test_command_init(&t, SCRATCH_UUID, "0-3;0-3", "4");
+    test_command_init(&t, SCRATCH_UUID, "6;0-3", "4");
     g_assert_true(command(lv_backend_ops.pin, scratch, &t.cmd, &error));
     test_command_clear(&t);
     SaMetadata md;
@@ -835,6 +835,155 @@ static void test_user_pin_recorded(Fixture *f, gconstpointer data)
     test_command_clear(&t);
 }
 
+/* A user's live pin of vCPU vcpu through libvirt (the test driver sends no event). */
+static void live_pin_vcpu(LvDomain *h, guint vcpu, const char *cpus)
+{
+    g_autoptr(virDomain) dom = lv_domain_get_dom(h);
+    gsize maplen = lv_shared_maplen(h->shared);
+    g_autofree unsigned char *map = g_malloc0(maplen);
+    g_autoptr(SaCpuSet) set = sa_cpuset_parse(cpus, NULL);
+    sa_cpuset_to_cpumap(set, map, maplen);
+    g_assert_cmpint(virDomainPinVcpuFlags(dom, vcpu, map, (int)maplen, VIR_DOMAIN_AFFECT_LIVE), ==,
+                    0);
+}
+
+/* A user's live pin after softaff recorded and pinned: the record is rewritten by the discover
+ * the event asks for, without waiting for a pin softaff may never need (a daemon killed then,
+ * a save image or a migration would carry the old record). */
+static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+    /* `virsh vcpupin web 0 7 --live`: the pin, then its event. */
+    live_pin_vcpu(web, 0, "7");
+    virTypedParameter user[] = {string_param("cputune.vcpupin0", "7")};
+    g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    g_assert_no_error(error);
+    assert_pin(facts->vcpu_pins, 0, "7");
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "7");
+    assert_pin(rec.own->vcpupin, 1, "2-3");
+    /* A restarted daemon (a new handle) reads the user's pin from the record. */
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
+    g_assert_no_error(error);
+    assert_pin(restarted->vcpu_pins, 0, "7");
+    lv_domain_unref(fresh);
+
+    /* A VM softaff has not pinned has no record: discover writes none. */
+    LvDomain *scratch = handle_of(SCRATCH_UUID);
+    g_autoptr(SaVmFacts) first = discover(scratch, &error);
+    virTypedParameter mine[] = {string_param("cputune.vcpupin1", "3")};
+    g_assert_true(lv_domain_tunables(scratch, mine, G_N_ELEMENTS(mine)));
+    g_autoptr(SaVmFacts) again = discover(scratch, &error);
+    g_assert_no_error(error);
+    g_auto(SaMetadataRecord) none = {0};
+    g_assert_false(live_element(scratch, &md, &none, &attrs));
+}
+
+/* A restarted daemon hears a user's live pin before its first discover of a VM softaff had
+ * recorded: the record it then reads predates the pin, which stays the user's word. */
+static void test_user_pin_before_discover(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    virTypedParameter user[] = {string_param("cputune.vcpupin2", "4"),
+                                string_param("cputune.emulatorpin", "1")};
+    g_assert_false(lv_domain_tunables(fresh, user, G_N_ELEMENTS(user)));
+    g_autoptr(SaVmFacts) facts = discover(fresh, &error);
+    g_assert_no_error(error);
+    assert_pin(facts->vcpu_pins, 1, "2-3"); /* the record's */
+    assert_pin(facts->vcpu_pins, 2, "4");
+    assert_cpuset(facts->emulator_pin, "1");
+    /* And the record says so at once. */
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(fresh, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 2, "4");
+    assert_cpuset(rec.own->emulatorpin, "1");
+    lv_domain_unref(fresh);
+}
+
+/* The user pins while the backend does not listen (libvirtd restarted, softaffd down): a live
+ * pin outside the thread's own set cannot be softaff's (it only narrows within it) and is the
+ * user's, found by the discover of the next sync or of a restarted daemon's first look. A pin
+ * within the own set cannot be told from softaff's narrowing: own stays. */
+static void test_user_pin_unheard(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    test_command_clear(&t);
+
+    /* `virsh vcpupin web 0 6 --live` and `... 2 1`, no event heard (the test driver sends
+     * none; the fake core does not hear this call). */
+    live_pin_vcpu(web, 0, "6");
+    live_pin_vcpu(web, 2, "1");
+    g_autoptr(virDomain) dom = lv_domain_get_dom(web);
+
+    /* A restarted daemon: the record says vCPU 0 has no pin of its own (0-5, its cpuset). */
+    LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
+    g_autoptr(SaVmFacts) restarted = discover(fresh, &error);
+    g_assert_no_error(error);
+    assert_pin(restarted->vcpu_pins, 0, "6");
+    assert_pin(restarted->vcpu_pins, 2, "(none)"); /* 1 is within 0-5: may be softaff's */
+    lv_domain_unref(fresh);
+
+    /* The same daemon after a new connection (what finish_connect does), then the sync. */
+    g_autoptr(SaVmFacts) before = discover(web, &error);
+    assert_pin(before->vcpu_pins, 0, "(none)"); /* nothing heard yet */
+    lv_domain_mark_unheard(web);
+    sa_libvirt_sync(f->lv);
+    g_autoptr(SaVmFacts) after = discover(web, &error);
+    g_assert_no_error(error);
+    assert_pin(after->vcpu_pins, 0, "6");
+    assert_pin(after->vcpu_pins, 1, "2-3");
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "6");
+}
+
+/* SIGTERM right after a new connection: the restore runs before the sync's discover and still
+ * gives back the user's pin made while no event was heard, not the own set as it was. */
+static void test_restore_unheard(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t, restore;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
+    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    live_pin_vcpu(web, 0, "3");
+    lv_domain_mark_unheard(web);
+    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
+    g_assert_no_error(error);
+    g_autofree char *after = live_pinning(web, 4);
+    g_assert_cmpstr(after, ==, "3 2-3 0-5 0-5 | 4-5");
+    test_command_clear(&t);
+    test_command_clear(&restore);
+}
+
 /* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
  * daemon finds them in the record. */
 static void test_undefined_while_running(Fixture *f, gconstpointer data)
@@ -842,7 +991,7 @@ static void test_undefined_while_running(Fixture *f, gconstpointer data)
     LvDomain *web = connect_discover_web(f);
     g_autoptr(GError) error = NULL;
     TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;0-1;0-1;0-1", "6-7");
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
     g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
     test_command_clear(&t);
 
@@ -964,6 +1113,83 @@ static void test_tunables(Fixture *f, gconstpointer data)
     test_command_clear(&t2);
 }
 
+/* A user's live pin equal to the one softaff just wrote is the user's, not softaff's: an event
+ * is softaff's only while one of softaff's writes of that set waits for it. The user's
+ * `virsh vcpupin web 0 0-1 --live` after softaff's own event becomes the thread's own setting,
+ * its record, and what restore gives back. */
+static void test_user_pin_equal(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+
+    /* softaff's own event for vCPU 0. */
+    virTypedParameter ours[] = {string_param("cputune.vcpupin0", "0-1")};
+    g_assert_false(lv_domain_tunables(web, ours, G_N_ELEMENTS(ours)));
+    /* The user's pin of the same value: the user's word now. */
+    virTypedParameter user[] = {string_param("cputune.vcpupin0", "0-1")};
+    g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
+    /* vCPU 1 had its set: softaff wrote nothing, so 2-3 now is the user's too. */
+    virTypedParameter same[] = {string_param("cputune.vcpupin1", "2-3")};
+    g_assert_true(lv_domain_tunables(web, same, G_N_ELEMENTS(same)));
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    g_assert_no_error(error);
+    assert_pin(facts->vcpu_pins, 0, "0-1");
+    assert_pin(facts->vcpu_pins, 1, "2-3");
+
+    /* The record follows before the next pin, and restore gives the user's sets back. */
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    SaMetadata md;
+    g_auto(SaMetadataRecord) rec = {0};
+    guint attrs = 0;
+    g_assert_true(live_element(web, &md, &rec, &attrs));
+    assert_pin(rec.own->vcpupin, 0, "0-1");
+    assert_pin(rec.own->vcpupin, 1, "2-3");
+    assert_pin(rec.own->vcpupin, 2, "(none)");
+    TestCommand restore;
+    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
+    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
+    g_assert_no_error(error);
+    g_autofree char *after = live_pinning(web, 4);
+    g_assert_cmpstr(after, ==, "0-1 2-3 0-5 0-5 | 4-5");
+    test_command_clear(&t);
+    test_command_clear(&restore);
+}
+
+/* Each of softaff's writes waits for one event: consumed by it, or dropped LV_WRITE_WINDOW_US
+ * after the call returned (an event lost with a connection). A write the pin did not need
+ * (the thread had the set) leaves nothing to match. */
+static void test_user_pin_window(Fixture *f, gconstpointer data)
+{
+    LvDomain *web = connect_discover_web(f);
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
+    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    /* vCPUs 0, 2, 3, the emulator and the two I/O threads; not vCPU 1. */
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 6);
+    virTypedParameter ours[] = {string_param("cputune.vcpupin2", "0-1")};
+    g_assert_false(lv_domain_tunables(web, ours, G_N_ELEMENTS(ours)));
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 5);
+
+    /* Within the window, an event equal to a waiting write is softaff's. */
+    virTypedParameter early[] = {string_param("cputune.vcpupin0", "0-1")};
+    g_assert_false(lv_domain_tunables_at(web, early, G_N_ELEMENTS(early),
+                                         g_get_monotonic_time() + LV_WRITE_WINDOW_US / 2));
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 4);
+    /* Past it, the user's: vCPU 3's event never came. */
+    virTypedParameter late[] = {string_param("cputune.vcpupin3", "0-1")};
+    g_assert_true(lv_domain_tunables_at(web, late, G_N_ELEMENTS(late),
+                                        g_get_monotonic_time() + LV_WRITE_WINDOW_US + 1));
+    g_assert_cmpuint(lv_domain_pending_writes(web), ==, 0);
+    g_autoptr(SaVmFacts) facts = discover(web, &error);
+    assert_pin(facts->vcpu_pins, 0, "(none)");
+    assert_pin(facts->vcpu_pins, 3, "0-1");
+    test_command_clear(&t);
+}
+
 /* A failed open is retried with back-off on the main loop; the new connection syncs. */
 static void test_reconnect(Fixture *f, gconstpointer data)
 {
@@ -1037,6 +1263,14 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/user-pin-recorded", Fixture, NULL, fixture_setup,
                test_user_pin_recorded, fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-record-at-once", Fixture, NULL, fixture_setup,
+               test_user_pin_record_at_once, fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-before-discover", Fixture, NULL, fixture_setup,
+               test_user_pin_before_discover, fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-unheard", Fixture, NULL, fixture_setup,
+               test_user_pin_unheard, fixture_teardown);
+    g_test_add("/backend-libvirt/restore-unheard", Fixture, NULL, fixture_setup,
+               test_restore_unheard, fixture_teardown);
     g_test_add("/backend-libvirt/undefined-while-running", Fixture, NULL, fixture_setup,
                test_undefined_while_running, fixture_teardown);
     g_test_add("/backend-libvirt/lifecycle", Fixture, NULL, fixture_setup, test_lifecycle,
@@ -1045,6 +1279,10 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/tunables", Fixture, NULL, fixture_setup, test_tunables,
                fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-equal", Fixture, NULL, fixture_setup, test_user_pin_equal,
+               fixture_teardown);
+    g_test_add("/backend-libvirt/user-pin-window", Fixture, NULL, fixture_setup,
+               test_user_pin_window, fixture_teardown);
     g_test_add("/backend-libvirt/reconnect", Fixture, NULL, fixture_setup, test_reconnect,
                fixture_teardown);
     g_test_add("/backend-libvirt/handle-new-connection", Fixture, NULL, fixture_setup,
