@@ -472,8 +472,14 @@ void sa_core_reload_actuation(SaCore *core, SaActuationMode old_mode)
             g_warning("reload: %s; re-pinning", error->message);
         return;
     }
-    /* The homes are decided again (sa_core_reload): every thread gets its new home. */
-    forget_all(core);
+    /* The homes are decided again (sa_core_reload): every thread gets its new home at the next
+     * tick (the threads stay in: a VM the reload leaves unmanaged takes its own out). */
+    if (core->sched) {
+        g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
+
+        for (guint i = 0; i < vms->len; i++)
+            ((SaVm *)g_ptr_array_index(vms, i))->sched.home = -1;
+    }
     if (core->sched) {
         Parts p;
 

@@ -683,6 +683,17 @@ static void test_reload(Fx *fx, gconstpointer data)
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
 
+    /* The same mode again: the scheduler stays, each thread gets its home again. */
+    guint adds = fs.adds;
+    topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    sa_core_reload(fx->core, test_config(SA_ACTUATION_SCHED_EXT), topo);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
+    step(fx, 2);
+    g_assert_cmpuint(fs.starts, ==, 1);
+    g_assert_cmpuint(fs.adds, ==, adds + 2);
+    g_assert_cmpuint(fx->core->sched_threads, ==, 2);
+
     topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
     g_assert_no_error(error);
     sa_core_reload(fx->core, test_config(SA_ACTUATION_PIN), topo);
