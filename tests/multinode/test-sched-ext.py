@@ -11,7 +11,8 @@ soft, home node 1), B (1 vCPU, home node 0, paused: an idle owner).
      started again with mode=pin sets them back to SCHED_OTHER and says so.
   4. The kernel ejects the scheduler (sysrq-S, the kernel's own "disable sched_ext"): softaffd
      logs it with the kernel's reason, status says pin and one ejection, and it goes on
-     re-pinning without a restart: B resumed (a busy owner), A's vCPUs retreat to CPU 1.
+     re-pinning without a restart: A pinned home at once, then bursting onto node 0 by a pin
+     (B paused), then back on CPU 1 once B resumes (a busy owner).
      SIGTERM gives them their own set back.
 Needs root, qemu-system-x86_64, mkfs.ext4 (SKIP 77 without, or FAIL when SOFTAFF_REQUIRE_VM=1).
 Prints the figures it saw ('figure:' lines)."""
@@ -67,6 +68,15 @@ def expect(cond, what, detail=""):
     mnhost.log("ok: " + what)
 
 
+def cpulist(text):
+    """taskset's list ("0,1", "0-1", "1") as a set of CPUs."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 class Threads:
     def __init__(self, out):
         self.rows, self.ext, self.state, self.ops = [], set(), None, None
@@ -74,7 +84,7 @@ class Threads:
             f = line.split()
             if f and f[0] in ("A", "B") and len(f) >= 5:
                 self.rows.append({"vm": f[0], "tid": int(f[1]), "policy": int(f[2]),
-                                  "affinity": f[3], "comm": f[4]})
+                                  "affinity": cpulist(f[3]), "comm": f[4]})
             elif f and f[0] == "ext":
                 self.ext = {int(x) for x in f[1:]}
             elif f and f[0] == "state":
@@ -88,7 +98,8 @@ class Threads:
 
     def __str__(self):
         return "state %s ops %s ext %s\n%s" % (self.state, self.ops, sorted(self.ext), "\n".join(
-            "%(vm)s %(tid)d policy %(policy)d affinity %(affinity)s %(comm)s" % r
+            "%s %d policy %d affinity %s %s" % (
+                r["vm"], r["tid"], r["policy"], sorted(r["affinity"]), r["comm"])
             for r in self.rows))
 
 
@@ -116,9 +127,26 @@ class Run(S.Run):
         while True:
             v = pred()
             if v:
+                mnhost.log("ok: %s (%.1f s)" % (what, time.monotonic() - t0))
                 return v
-            expect(time.monotonic() - t0 < timeout, what)
+            if time.monotonic() - t0 >= timeout:
+                raise AssertionError("%s: not after %d s" % (what, timeout))
             time.sleep(step)
+
+    def in_ext(self, what):
+        """Waits until A's and B's vCPU threads are in the ext class; an ejection by the kernel
+        meanwhile (its watchdog) fails at once, with the kernel's reason."""
+        def ready():
+            t = self.threads()
+            if len(t.ext) >= 3:
+                return t
+            a = self.actuation() if self.h.run("test -S /run/softaff/softaffd.sock").rc == 0 \
+                else None
+            if a and a["ejections"]:
+                raise AssertionError("%s: the kernel ejected the scheduler: %s" % (
+                    what, a["last_ejection"]))
+            return None
+        return self.wait_for(what, ready)
 
     def actuation(self):
         return self.status()["daemon"]["actuation"]
@@ -127,14 +155,13 @@ class Run(S.Run):
         return S.Record(0, {}, [], self.status()).vm(name)
 
 
-def own_sets(t, own="0-1"):
-    return all(r["affinity"] == own for r in t.rows)
+def own_sets(t, own=(0, 1)):
+    return all(r["affinity"] == set(own) for r in t.rows)
 
 
 def phase_sched_ext(r):
     pid = r.start_mode("sched_ext")
-    t = r.wait_for("A's and B's vCPU threads in the ext class within 60 s",
-                   lambda: (lambda x: x if len(x.ext) >= 3 else None)(r.threads()))
+    t = r.in_ext("A's and B's vCPU threads in the ext class")
     mnhost.log("threads under sched_ext:\n%s" % t)
     a = r.actuation()
     expect(a["mode"] == "sched_ext" and a["threads"] == 3,
@@ -177,7 +204,7 @@ def phase_sigterm(r, pid):
 
 def phase_sigkill(r):
     pid = r.start_mode("sched_ext")
-    r.wait_for("vCPU threads in the ext class again", lambda: len(r.threads().ext) >= 3)
+    r.in_ext("vCPU threads in the ext class again")
     t0 = time.monotonic()
     r.signal_softaffd(pid, "KILL")
     t = r.wait_for("the kernel unloads the scheduler after SIGKILL",
@@ -203,7 +230,7 @@ def phase_sigkill(r):
 
 def phase_ejection(r):
     pid = r.start_mode("auto")
-    r.wait_for("vCPU threads in the ext class (mode=auto)", lambda: len(r.threads().ext) >= 3)
+    r.in_ext("vCPU threads in the ext class (mode=auto)")
     a = r.actuation()
     expect(a["mode"] == "sched_ext", "auto takes the scheduler on this kernel: %s" % a)
     time.sleep(2)
@@ -220,12 +247,23 @@ def phase_ejection(r):
     t = r.threads()
     expect(all(x["policy"] == 0 for x in t.rows) and t.state == "disabled",
            "every thread is SCHED_OTHER, the scheduler gone", str(t))
-    # It keeps managing, by re-pinning: a busy owner on node 0 sends A home (CPU 1).
+    # It keeps managing, by re-pinning: pinned home at once, A (busy, B paused) bursts onto
+    # node 0 by a pin, and a busy owner there (B resumed) sends it home again.
+    t = r.wait_for("A's vCPUs are pinned (home, CPU 1) after the ejection",
+                   lambda: (lambda x: x if all(y["affinity"] == {1} for y in x.vcpus("A"))
+                            else None)(r.threads()), timeout=30, step=1)
+    mnhost.log("threads pinned after the ejection:\n%s" % t)
+    v = r.wait_for("A bursts onto node 0 by re-pinning within 60 s",
+                   lambda: (lambda x: x if x and x["bursts"] > 0 and x["state"] == "burst"
+                            else None)(r.vm_status("A")), timeout=60, step=2)
+    t = r.threads()
+    expect(all(y["affinity"] == {0, 1} for y in t.vcpus("A")),
+           "A's vCPUs pinned to 0-1 while bursting (%d bursts)" % v["bursts"], str(t))
     r.sh("virsh -c qemu:///system resume mn-B >/dev/null")
     t = r.wait_for("A retreats to CPU 1 by re-pinning once B runs",
-                   lambda: (lambda x: x if all(y["affinity"] == "1" for y in x.vcpus("A"))
+                   lambda: (lambda x: x if all(y["affinity"] == {1} for y in x.vcpus("A"))
                             else None)(r.threads()), timeout=90, step=2)
-    mnhost.log("threads re-pinned after the ejection:\n%s" % t)
+    mnhost.log("threads after B resumed:\n%s" % t)
     r.signal_softaffd(pid, "TERM")
     t = r.threads()
     expect(own_sets(t), "SIGTERM after the fallback: every thread has its own set", str(t))
