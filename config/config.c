@@ -64,6 +64,8 @@ static const char *const metrics_keys[] = {"textfile", "every", NULL};
 static const char *const memory_keys[] = {"migrate", "rate_mib_s", NULL};
 static const char *const sensing_keys[] = {"mode", "wait_threshold_us", "window_us", NULL};
 static const char *const sensing_mode_names[] = {"auto", "bpf", "proc", NULL};
+static const char *const actuation_keys[] = {"mode", NULL};
+static const char *const actuation_mode_names[] = {"auto", "sched_ext", "pin", NULL};
 static const char *const fleet_keys[] = {"window_s",   "quantile",        "shapes",
                                          "state_file", "save_interval_s", NULL};
 /* [vm NAME] groups: one per QEMU process found over QMP. */
@@ -82,10 +84,15 @@ static const struct {
     const char *name;
     const char *const *keys;
 } known_groups[] = {
-    {"daemon", daemon_keys}, {"partitions", partitions_keys},
-    {"policy", policy_keys}, {"hook", hook_keys},
-    {"qmp", qmp_keys},       {"metrics", metrics_keys},
-    {"memory", memory_keys}, {"sensing", sensing_keys},
+    {"daemon", daemon_keys},
+    {"partitions", partitions_keys},
+    {"policy", policy_keys},
+    {"hook", hook_keys},
+    {"qmp", qmp_keys},
+    {"metrics", metrics_keys},
+    {"memory", memory_keys},
+    {"sensing", sensing_keys},
+    {"actuation", actuation_keys},
     {"fleet", fleet_keys},
 };
 
@@ -103,6 +110,11 @@ const char *sa_manage_to_string(SaManage manage)
 const char *sa_sensing_mode_to_string(SaSensingMode mode)
 {
     return (guint)mode < G_N_ELEMENTS(sensing_mode_names) - 1 ? sensing_mode_names[mode] : "?";
+}
+
+const char *sa_actuation_mode_to_string(SaActuationMode mode)
+{
+    return (guint)mode < G_N_ELEMENTS(actuation_mode_names) - 1 ? actuation_mode_names[mode] : "?";
 }
 
 const char *sa_backend_to_string(SaBackend backend)
@@ -181,6 +193,7 @@ SaConfig *sa_config_new_default(void)
     cfg->sensing_mode = SA_SENSING_AUTO;
     cfg->sensing_threshold_us = DEFAULT_SENSING_THRESHOLD_US;
     cfg->sensing_window_us = DEFAULT_SENSING_WINDOW_US;
+    cfg->actuation_mode = SA_ACTUATION_AUTO;
     cfg->fleet_window_s = SA_HEADROOM_DEFAULT_WINDOW_S;
     cfg->fleet_quantile = SA_HEADROOM_DEFAULT_QUANTILE;
     cfg->fleet_shapes = g_ptr_array_new_with_free_func((GDestroyNotify)sa_shape_free);
@@ -374,7 +387,7 @@ static bool check_groups_and_keys(const Loader *l, GError **error)
         if (keys == NULL) {
             g_set_error(error, SA_ERROR, SA_ERROR_CONFIG,
                         "%s: [%s]: unknown group (known: daemon, partitions, policy, hook, qmp, "
-                        "metrics, memory, sensing, fleet, vm NAME, rule NAME)",
+                        "metrics, memory, sensing, actuation, fleet, vm NAME, rule NAME)",
                         l->path, *g);
             return false;
         }
@@ -897,6 +910,17 @@ static bool load_sensing(const Loader *l, SaConfig *cfg, GError **error)
     return true;
 }
 
+/* [actuation]: the sched_ext scheduler or re-pinning (daemon/scheduler.c). */
+static bool load_actuation(const Loader *l, SaConfig *cfg, GError **error)
+{
+    int mode = (int)cfg->actuation_mode;
+
+    if (!get_choice(l, "actuation", "mode", actuation_mode_names, &mode, error))
+        return false;
+    cfg->actuation_mode = (SaActuationMode)mode;
+    return true;
+}
+
 /* [fleet]: the headroom model (policies/sa-headroom.h). */
 static bool load_fleet(const Loader *l, SaConfig *cfg, GError **error)
 {
@@ -1139,7 +1163,8 @@ SaConfig *sa_config_load(const char *path, GError **error)
               load_policy(&l, cfg, error) && load_hook(&l, cfg, error) &&
               load_qmp(&l, cfg, error) && load_metrics(&l, cfg, error) &&
               load_memory(&l, cfg, error) && load_sensing(&l, cfg, error) &&
-              load_fleet(&l, cfg, error) && load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
+              load_actuation(&l, cfg, error) && load_fleet(&l, cfg, error) &&
+              load_vms(&l, cfg, error) && load_rules(&l, cfg, error);
     merge_clear(&m);
     return ok ? g_steal_pointer(&cfg) : NULL;
 }
@@ -1289,6 +1314,7 @@ char *sa_config_to_keyfile(const SaConfig *cfg)
     g_key_file_set_value(kf, "sensing", "mode", sa_sensing_mode_to_string(cfg->sensing_mode));
     g_key_file_set_uint64(kf, "sensing", "wait_threshold_us", cfg->sensing_threshold_us);
     g_key_file_set_uint64(kf, "sensing", "window_us", cfg->sensing_window_us);
+    g_key_file_set_value(kf, "actuation", "mode", sa_actuation_mode_to_string(cfg->actuation_mode));
     put_fleet(kf, cfg);
 
     if (cfg->path != NULL)

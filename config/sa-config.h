@@ -23,6 +23,13 @@ typedef enum {
     SA_SENSING_PROC, /* never load BPF */
 } SaSensingMode;
 
+/* [actuation] mode: how softaffd gives the vCPUs their CPUs (sched/sa-sched.h). */
+typedef enum {
+    SA_ACTUATION_AUTO,      /* the sched_ext scheduler where the kernel offers it, else pin */
+    SA_ACTUATION_SCHED_EXT, /* the scheduler or refuse to start */
+    SA_ACTUATION_PIN,       /* re-pinning (affinity) only, never load the scheduler */
+} SaActuationMode;
+
 typedef enum {
     SA_BACKEND_LIBVIRT,
     SA_BACKEND_QMP,
@@ -110,6 +117,8 @@ typedef struct {
     SaSensingMode sensing_mode; /* auto */
     guint sensing_threshold_us; /* wait_threshold_us, 2000; 100..100000 */
     guint sensing_window_us;    /* window_us, 10000; 1000..1000000, >= the threshold */
+    /* [actuation] */
+    SaActuationMode actuation_mode; /* auto */
     /* [fleet]: the headroom model (policies/sa-headroom.h, docs/fleet.md) */
     guint fleet_window_s;        /* window_s, 3600; 600..86400 */
     double fleet_quantile;       /* quantile, 0.95; 0 < q <= 1 */
@@ -144,5 +153,6 @@ const SaVmConfig *sa_config_find_vm(const SaConfig *cfg, const char *name);
 const char *sa_manage_to_string(SaManage manage);
 const char *sa_backend_to_string(SaBackend backend);
 const char *sa_sensing_mode_to_string(SaSensingMode mode);
+const char *sa_actuation_mode_to_string(SaActuationMode mode);
 
 G_END_DECLS

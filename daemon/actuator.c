@@ -510,6 +510,34 @@ void sa_actuator_restore(SaCore *core, SaVm *vm)
     queue_restore(core, vm, false);
 }
 
+void sa_actuator_restore_if_narrowed(SaCore *core, SaVm *vm)
+{
+    ActState *st = act_state(core);
+    const GPtrArray *threads = vm->sampling.threads;
+
+    if (!st->affinity || !threads || core->dry_run)
+        return;
+    for (guint i = 0; i < threads->len; i++) {
+        const SaThreadSampler *t = g_ptr_array_index(threads, i);
+        const SaCpuSet *own =
+            i < vm->vcpu_allowed->len ? g_ptr_array_index(vm->vcpu_allowed, i) : vm->allowed;
+        g_autoptr(SaCpuSet) now = NULL;
+        pid_t tid = t ? sa_thread_sampler_tid(t) : 0;
+
+        if (tid <= 0 || st->affinity->get(st->affinity_data, tid, &now) != 0 ||
+            sa_cpuset_is_subset(own, now))
+            continue;
+        g_autofree char *has = sa_cpuset_format(now);
+        g_autofree char *wants = sa_cpuset_format(own);
+        g_info("%s: vCPU %u runs on %s, narrower than its own set %s (an earlier pin): every "
+               "thread gets its own set back",
+               vm->name, i, has, wants);
+        vm->act.touched = true;
+        queue_restore(core, vm, false);
+        return;
+    }
+}
+
 void sa_actuator_write_assigned(SaCore *core, SaVm *vm, int home)
 {
     if (core->stopping || !vm->lane->handle)
@@ -765,6 +793,8 @@ static gboolean stop_timeout_cb(gpointer data)
 
 void sa_core_shutdown(SaCore *core, SaCoreStoppedFunc done, gpointer user_data)
 {
+    /* The scheduler's threads first: back to the fair class with their own sets, at once. */
+    sa_core_stop_actuation(core);
     core->stopping = true;
     core->stopped = done;
     core->stopped_data = user_data;

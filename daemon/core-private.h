@@ -7,6 +7,7 @@
  *   actuator.c  SaVmActuation, the lanes (workers, deadlines, stalls, shutdown)
  *   mover.c     its own state, behind its lock (the main loop asks it for copies)
  *   core.c      event sensing (the BPF sensor, its watch, the extra ticks)
+ *   scheduler.c actuation by the sched_ext scheduler (SaVmSched, the core's sched fields)
  * The control server and the metrics only read. */
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "sa-policy.h"
 #include "sa-sampler.h"
 #include "sa-sense.h"
+#include "scheduler.h"
 
 G_BEGIN_DECLS
 
@@ -74,6 +76,21 @@ typedef struct {
 typedef struct SaLane SaLane;
 typedef struct SaMover SaMover;
 
+/* The VM in the sched_ext scheduler (scheduler.c); unused while re-pinning. */
+typedef struct {
+    guint id;             /* its id in the scheduler (its counters carry it), 0 none yet */
+    GHashTable *tids;     /* thread id -> nothing: its vCPU threads in the scheduler */
+    GHashTable *refused;  /* thread ids the scheduler refused (real-time): not tried again */
+    GHashTable *released; /* thread ids checked for a SCHED_EXT left by an earlier run */
+    int home;             /* the partition index the threads were given, -1 none */
+    guint softness;       /* ... and the softness and strictness */
+    bool strict;
+    bool checked_own; /* its threads' affinity was checked against their own sets */
+    /* Its threads' counters (since each was added), from the last read of the scheduler. */
+    guint64 run_ns_home, run_ns_away, wait_ns, visits, preempts, preempted;
+    bool away; /* some vCPU ran away from home since the read before */
+} SaVmSched;
+
 /* What the VM was told and what is on its way (actuator.c, tick.c). */
 typedef struct {
     bool touched;          /* softaff changed this VM's pinning: restore it */
@@ -115,6 +132,7 @@ typedef struct {
     SaPolicyVm pvm;
     SaVmActuation act;
     SaVmStats stats;
+    SaVmSched sched;
     int memory_node;    /* the home node last told to the mover, -1 none (tick.c) */
     bool memory_follow; /* ... and whether its memory follows it */
     bool memory_away;   /* ... and whether the VM was bursting (away from home) */
@@ -195,6 +213,19 @@ struct SaCore {
                                waits tick at the shortest gap (a tenant, not host noise) */
     gint64 owners_event_us; /* when the owners' last sign reset the gap (at most one a tick) */
     bool event_followup;    /* that sign's tick is followed by one more at the shortest gap */
+
+    /* actuation by the sched_ext scheduler (scheduler.c): sched NULL = re-pinning */
+    const SaSchedOps *sched_ops;
+    gpointer sched_data;
+    gpointer sched;
+    bool actuation_started;    /* sa_core_start_actuation was called (reloads follow the mode) */
+    char *actuation_reason;    /* why this mode, for the log and the status */
+    guint64 sched_ejections;   /* times the kernel ejected the scheduler */
+    char *sched_exit;          /* the last ejection: the kernel's kind, reason and message */
+    gint64 sched_exit_wall_us; /* ... and when it was noticed (g_get_real_time()) */
+    guint sched_next_vm;       /* the next VM id for the scheduler */
+    guint sched_threads;       /* threads in the scheduler now */
+    GArray *sched_read;        /* scratch: SaSchedCounters of the tick's read */
 };
 
 /* At most one event-driven tick per this long after any tick. */
@@ -245,6 +276,27 @@ const char *sa_core_utilization_source(const SaCore *core);
  * onto, ignoring those visitors' vCPU threads. */
 void sa_core_sense_update(SaCore *core);
 
+/* ---- scheduler.c: actuation by the sched_ext scheduler ---- */
+void sa_vm_sched_init(SaVmSched *s);
+void sa_vm_sched_clear(SaVmSched *s);
+/* Whether the scheduler places the vCPUs now (else re-pinning). */
+bool sa_core_sched_active(const SaCore *core);
+/* At the tick's start: an ejection by the kernel is logged with its reason and re-pinning takes
+ * over (every managed VM is pinned again); else every thread's counters in one read. */
+void sa_core_sched_tick(SaCore *core);
+/* The VM's vCPU threads (as the sampling knows them) into the scheduler with its home, softness
+ * and strictness; threads that left it out. Its first time in, threads a pin narrowed (an
+ * earlier run, re-pinning before) get their own sets back. */
+void sa_core_sched_apply(SaCore *core, SaVm *vm);
+/* Re-pinning: each vCPU thread of the VM seen for the first time is checked once for a
+ * SCHED_EXT an earlier softaffd left (it was killed) and set back to SCHED_OTHER. */
+void sa_core_sched_release(SaCore *core, SaVm *vm);
+/* The VM leaves the scheduler: its live threads back to the fair class (not managed any more,
+ * stopped). */
+void sa_core_sched_forget(SaCore *core, SaVm *vm);
+/* A reload: a mode that changed starts or stops the scheduler; new partitions go to it. */
+void sa_core_reload_actuation(SaCore *core, SaActuationMode old_mode);
+
 /* ---- registry.c ---- */
 SaVm *sa_core_lookup(const SaCore *core, const char *key);
 /* Every VM, ordered by name then key (the policy, status and metrics use this order). */
@@ -280,6 +332,11 @@ void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle
 /* The VM's lane, created when missing. */
 SaLane *sa_actuator_lane(SaCore *core, const char *key, const char *name);
 void sa_actuator_detach(SaCore *core, SaVm *vm);
+/* When a vCPU thread the sampling knows has an affinity narrower than its own set (a pin of an
+ * earlier run, or of re-pinning before the scheduler took over), queues a restore: the
+ * scheduler wants each thread's own set. Needs the host's affinity calls (not with a fake
+ * /proc). */
+void sa_actuator_restore_if_narrowed(SaCore *core, SaVm *vm);
 /* A VM the core does not know yet stopped: drop what is queued for it, and the result of a
  * discovery still running. */
 void sa_actuator_forget_key(SaCore *core, const char *key);

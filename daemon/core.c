@@ -44,6 +44,11 @@ void sa_core_free(SaCore *core)
         return;
     core->stopped = NULL;
     sa_core_stop_sensing(core);
+    sa_core_stop_actuation(core);
+    g_free(core->actuation_reason);
+    g_free(core->sched_exit);
+    if (core->sched_read)
+        g_array_unref(core->sched_read);
     g_free(core->sensing_reason);
     g_free(core->utilization_fallback);
     sa_idle_check_free(core->idle_check);
@@ -93,6 +98,7 @@ static void reload_sensing(SaCore *core, SaSensingMode old_mode)
 void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
 {
     SaSensingMode old_mode = core->cfg->sensing_mode;
+    SaActuationMode old_actuation = core->cfg->actuation_mode;
     guint old_window_s = core->cfg->fleet_window_s;
 
     sa_config_free(core->cfg);
@@ -110,6 +116,7 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
     for (guint i = 0; i < vms->len; i++)
         sa_vm_reset_policy(g_ptr_array_index(vms, i));
     reload_sensing(core, old_mode);
+    sa_core_reload_actuation(core, old_actuation);
     /* The headroom history is about the host's load, not the configuration: it stays. */
     sa_core_fleet_reload(core, old_window_s);
 }

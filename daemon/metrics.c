@@ -136,6 +136,17 @@ static void format_daemon(GString *out, const SaCore *d, const GPtrArray *vms)
     sample_uint(out, "softaff_utilization_bpf", NULL, 0,
                 strcmp(sa_core_utilization_source(d), "bpf") == 0);
 
+    family(out, "softaff_actuation_sched_ext", GAUGE,
+           "1 when the sched_ext scheduler places the managed vCPUs ([actuation]), 0 when "
+           "softaffd re-pins.");
+    sample_uint(out, "softaff_actuation_sched_ext", NULL, 0, sa_core_sched_active(d));
+    family(out, "softaff_sched_ext_threads", GAUGE,
+           "vCPU threads the sched_ext scheduler places now.");
+    sample_uint(out, "softaff_sched_ext_threads", NULL, 0, d->sched ? d->sched_threads : 0);
+    family(out, "softaff_sched_ext_ejections_total", COUNTER,
+           "Times the kernel ejected the sched_ext scheduler (softaffd re-pins since).");
+    sample_uint(out, "softaff_sched_ext_ejections_total", NULL, 0, d->sched_ejections);
+
     family(out, "softaff_tick_cpu_seconds", GAUGE, "CPU time the last tick took.");
     sample_double(out, "softaff_tick_cpu_seconds", NULL, 0, d->last_tick_cpu_ms / 1000.0);
 

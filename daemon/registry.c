@@ -37,6 +37,7 @@ static SaVm *vm_new(SaCore *core, const SaVmFacts *facts, const SaBackendOps *op
     vm->decisions = g_queue_new();
     sa_metadata_init(&vm->settings);
     sa_vm_sampling_init(&vm->sampling);
+    sa_vm_sched_init(&vm->sched);
     sa_policy_vm_init(&vm->pvm);
     vm->pvm.name = vm->name;
     vm->lane = sa_actuator_lane(core, vm->key, vm->name);
@@ -47,6 +48,7 @@ static void vm_free(SaVm *vm)
 {
     sa_policy_vm_clear(&vm->pvm);
     sa_vm_sampling_clear(&vm->sampling);
+    sa_vm_sched_clear(&vm->sched);
     sa_vm_facts_free(vm->facts);
     if (vm->vcpu_allowed)
         g_ptr_array_unref(vm->vcpu_allowed);
@@ -143,6 +145,7 @@ void sa_vm_set_status(SaCore *core, SaVm *vm, SaVmStatus status, const char *rea
 {
     bool same = vm->status == status && g_strcmp0(vm->status_reason, reason) == 0;
     if (vm->status == SA_VM_MANAGED && status != SA_VM_MANAGED) {
+        sa_core_sched_forget(core, vm);
         sa_actuator_restore(core, vm);
         sa_vm_reset_policy(vm);
         /* Its memory stays where it is; a move under way stops. */
@@ -160,6 +163,7 @@ void sa_vm_set_status(SaCore *core, SaVm *vm, SaVmStatus status, const char *rea
 
 void sa_core_remove(SaCore *core, SaVm *vm)
 {
+    sa_core_sched_forget(core, vm);
     sa_actuator_detach(core, vm);
     sa_mover_forget(core->mover, vm->key);
     g_hash_table_remove(core->vms, vm->key);

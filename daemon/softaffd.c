@@ -338,6 +338,11 @@ static bool create_core(App *app, const Options *o)
         g_critical("%s", error->message);
         return false;
     }
+    /* --once pins and exits: a scheduler would leave with the process. */
+    if (!o->once && !sa_core_start_actuation(app->core, &error)) {
+        g_critical("%s", error->message);
+        return false;
+    }
     const SaConfig *c = sa_core_config(app->core);
     if (c->backend != SA_BACKEND_QMP)
         app->lv = sa_libvirt_new(app->core, c->uri);

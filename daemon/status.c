@@ -122,6 +122,34 @@ static void add_stats(json_object *o, const SaVm *vm)
     json_object_object_add(o, "seconds_burst", json_object_new_double(s->seconds_burst));
 }
 
+/* The VM in the sched_ext scheduler: its threads' counters since they were added; null while
+ * the scheduler does not place it (re-pinning). */
+static json_object *scheduler_json(const SaCore *core, const SaVm *vm)
+{
+    const SaVmSched *s = &vm->sched;
+    guint n = s->tids ? g_hash_table_size(s->tids) : 0;
+    json_object *o;
+
+    if (!sa_core_sched_active(core) || n == 0 || s->home < 0)
+        return NULL;
+    o = json_object_new_object();
+    json_object_object_add(o, "threads", json_object_new_int((int)n));
+    json_object_object_add(o, "home",
+                           json_object_new_int((int)((const SaPartition *)g_ptr_array_index(
+                                                         core->topo->partitions, (guint)s->home))
+                                                   ->id));
+    json_object_object_add(o, "softness", json_object_new_int((int)s->softness));
+    json_object_object_add(o, "strict", json_object_new_boolean(s->strict));
+    json_object_object_add(o, "away", json_object_new_boolean(s->away));
+    json_object_object_add(o, "run_home_seconds", json_object_new_double(s->run_ns_home / 1e9));
+    json_object_object_add(o, "run_away_seconds", json_object_new_double(s->run_ns_away / 1e9));
+    json_object_object_add(o, "wait_seconds", json_object_new_double(s->wait_ns / 1e9));
+    json_object_object_add(o, "visits", json_object_new_uint64(s->visits));
+    json_object_object_add(o, "preempts", json_object_new_uint64(s->preempts));
+    json_object_object_add(o, "preempted", json_object_new_uint64(s->preempted));
+    return o;
+}
+
 static void add_threads(json_object *o, const SaVm *vm)
 {
     json_object_object_add(o, "pid",
@@ -240,6 +268,7 @@ static json_object *vm_json(const SaCore *core, const SaVm *vm)
     add_placement(o, vm);
     add_stats(o, vm);
     add_threads(o, vm);
+    json_object_object_add(o, "scheduler", scheduler_json(core, vm));
     json_object_object_add(o, "memory", memory_json(core, vm));
     return o;
 }
@@ -267,6 +296,27 @@ static json_object *sensing_json(const SaCore *core)
     return o;
 }
 
+/* How the vCPUs get their CPUs ([actuation]), why, and the kernel's ejections. */
+static json_object *actuation_json(const SaCore *core)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "mode", json_object_new_string(sa_core_actuation_mode(core)));
+    json_object_object_add(
+        o, "configured",
+        json_object_new_string(sa_actuation_mode_to_string(core->cfg->actuation_mode)));
+    json_object_object_add(o, "reason", json_object_new_string(sa_core_actuation_reason(core)));
+    json_object_object_add(o, "threads", json_object_new_int((int)core->sched_threads));
+    json_object_object_add(o, "ejections", json_object_new_uint64(core->sched_ejections));
+    json_object *last = NULL;
+    if (core->sched_exit) {
+        last = json_object_new_object();
+        json_object_object_add(last, "time", json_time(core->sched_exit_wall_us));
+        json_object_object_add(last, "reason", json_object_new_string(core->sched_exit));
+    }
+    json_object_object_add(o, "last_ejection", last);
+    return o;
+}
+
 static json_object *daemon_json(const SaCore *core)
 {
     json_object *daemon = json_object_new_object();
@@ -281,6 +331,7 @@ static json_object *daemon_json(const SaCore *core)
     json_object_object_add(daemon, "tick_cpu_ms", json_object_new_double(core->last_tick_cpu_ms));
     json_object_object_add(daemon, "commands_running", json_object_new_int((int)core->running));
     json_object_object_add(daemon, "sensing", sensing_json(core));
+    json_object_object_add(daemon, "actuation", actuation_json(core));
     return daemon;
 }
 

@@ -30,12 +30,14 @@ static void record_decision(SaVm *vm, const char *vcpus)
         sa_decision_free(g_queue_pop_head(vm->decisions));
 }
 
-/* The policy's inputs for one managed VM. */
-static void policy_input(SaVm *vm, bool have_interval)
+/* The policy's inputs for one managed VM. While the scheduler places the vCPUs the policy sees
+ * every VM as strict: it keeps choosing homes, and widens no set (nothing is pinned; the
+ * scheduler bursts by the VM's own softness). */
+static void policy_input(const SaCore *core, SaVm *vm, bool have_interval)
 {
     SaPolicyVm *p = &vm->pvm;
     p->name = vm->name;
-    p->mode = vm->settings.mode;
+    p->mode = sa_core_sched_active(core) ? SA_MODE_STRICT : vm->settings.mode;
     p->preferred = vm->settings.preferred;
     p->assigned = vm->settings.assigned;
     p->softness = vm->settings.softness;
@@ -57,7 +59,7 @@ static GPtrArray *sample_managed(SaCore *core)
         SaVm *vm = g_ptr_array_index(all, k);
         if (vm->status != SA_VM_MANAGED)
             continue;
-        policy_input(vm, sa_core_sample_vm(core, vm));
+        policy_input(core, vm, sa_core_sample_vm(core, vm));
         g_ptr_array_add(managed, vm);
         g_ptr_array_add(core->tick_pvms, &vm->pvm);
     }
@@ -85,7 +87,7 @@ static void account_vm(SaCore *core, SaVm *vm, guint64 interval_ns)
     const SaVmPolicyState *st = &vm->pvm.st;
     SaVmStats *s = &vm->stats;
     double seconds = interval_ns / 1e9;
-    if (st->state == SA_STATE_BURST)
+    if (sa_core_sched_active(core) ? vm->sched.away : st->state == SA_STATE_BURST)
         s->seconds_burst += seconds;
     else
         s->seconds_home += seconds;
@@ -113,10 +115,16 @@ static void act_on_decision(SaCore *core, SaVm *vm)
 {
     const SaVmPolicyState *st = &vm->pvm.st;
     SaVmActuation *a = &vm->act;
+    bool sched = sa_core_sched_active(core);
     if (vm->pvm.changed) {
         g_autofree char *vcpus = sa_cpuset_format(st->vcpus);
-        g_info("%s: %s%s -> vCPUs %s (home %d, %s)", vm->name, core->dry_run ? "[dry-run] " : "",
-               vm->pvm.reason, vcpus, st->home, sa_vm_state_to_string(st->state));
+        if (sched)
+            g_info("%s: %s -> home %d (the scheduler places the vCPUs; nothing pinned)", vm->name,
+                   vm->pvm.reason, st->home);
+        else
+            g_info("%s: %s%s -> vCPUs %s (home %d, %s)", vm->name,
+                   core->dry_run ? "[dry-run] " : "", vm->pvm.reason, vcpus, st->home,
+                   sa_vm_state_to_string(st->state));
         record_decision(vm, vcpus);
         a->decided++;
     }
@@ -124,9 +132,15 @@ static void act_on_decision(SaCore *core, SaVm *vm)
         a->applied = a->decided;
         return;
     }
+    if (sched) {
+        a->applied = a->decided;
+        sa_core_sched_apply(core, vm);
+    } else {
+        sa_core_sched_release(core, vm);
+    }
     if (sa_vm_is_stalled(vm))
         return;
-    if (a->applied < a->decided && a->outstanding < a->decided &&
+    if (!sched && a->applied < a->decided && a->outstanding < a->decided &&
         g_get_monotonic_time() >= a->retry_at_us)
         sa_actuator_pin(core, vm);
     /* The home chosen for preferred="auto" is kept in the live settings. */
@@ -160,7 +174,7 @@ static void follow_home(SaCore *core, SaVm *vm)
         return;
     bool follow = core->cfg->memory_migrate && !vm->facts->has_numatune && !core->dry_run &&
                   core->topo->nodes->len > 1;
-    bool away = vm->pvm.st.state == SA_STATE_BURST;
+    bool away = sa_core_sched_active(core) ? vm->sched.away : vm->pvm.st.state == SA_STATE_BURST;
     if (away != vm->memory_away && vm->memory_node >= 0)
         sa_mover_set_away(core->mover, vm->key, away);
     vm->memory_away = away;
@@ -220,6 +234,8 @@ void sa_core_tick(SaCore *core)
     guint64 interval_ns = (guint64)MAX(now - core->last_sample_us, 1) * 1000;
     core->last_sample_us = now;
     core->ticks++;
+    /* An ejection by the kernel is noticed before the policy runs: it re-pins at once. */
+    sa_core_sched_tick(core);
     sa_core_sample_host(core);
 
     GPtrArray *managed = sample_managed(core);

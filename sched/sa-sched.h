@@ -80,6 +80,15 @@ bool sa_sched_add_thread(SaSched *s, pid_t tid, guint home, guint softness, bool
 /* Switches it back to SCHED_OTHER and forgets it. A thread that is gone is no error. */
 bool sa_sched_remove_thread(SaSched *s, pid_t tid, GError **error);
 
+/* Forgets a thread that is gone (its id may be reused: its policy is not touched). */
+void sa_sched_forget_thread(SaSched *s, pid_t tid);
+
+/* A thread left in SCHED_EXT by a loader that is gone (SIGKILL): the kernel runs it on the fair
+ * class, but a sched_ext scheduler loaded later (anyone's) would take it. Sets SCHED_OTHER, nice
+ * and affinity unchanged, and says so in *was_ext; any other policy is left alone. Needs no
+ * loaded scheduler (any kernel, any build). A thread that is gone is no error. */
+bool sa_sched_release_thread(pid_t tid, bool *was_ext, GError **error);
+
 /* Every added thread's counters in one batch read of the scheduler's map; appends
  * SaSchedCounters to out and returns how many. */
 bool sa_sched_read(SaSched *s, GArray *out, GError **error);

@@ -106,6 +106,33 @@ G_GNUC_UNUSED static bool set_policy(pid_t tid, guint policy, bool from_fair_onl
     return true;
 }
 
+bool sa_sched_release_thread(pid_t tid, bool *was_ext, GError **error)
+{
+    struct sa_sched_attr attr = {0};
+    g_autoptr(GError) err = NULL;
+
+    *was_ext = false;
+    if (syscall(SYS_sched_getattr, tid, &attr, (unsigned)sizeof(attr), 0) != 0) {
+        int e = errno;
+
+        if (e == ESRCH)
+            return true;
+        g_set_error(error, SA_ERROR, SA_ERROR_IO, "thread %d: reading its scheduling policy: %s",
+                    (int)tid, g_strerror(e));
+        return false;
+    }
+    if (attr.sched_policy != SA_SCHED_EXT)
+        return true;
+    *was_ext = true;
+    if (!set_policy(tid, 0, false, &err)) {
+        if (g_error_matches(err, SA_ERROR, SA_ERROR_GONE))
+            return true;
+        g_propagate_error(error, g_steal_pointer(&err));
+        return false;
+    }
+    return true;
+}
+
 G_GNUC_UNUSED static bool kernel_has_sched_ext(GError **error)
 {
     g_autofree char *ext = sa_sysfs_path("kernel/sched_ext");
@@ -171,6 +198,10 @@ bool sa_sched_add_thread(SaSched *s, pid_t tid, guint home, guint softness, bool
 bool sa_sched_remove_thread(SaSched *s, pid_t tid, GError **error)
 {
     return sa_sched_available(error);
+}
+
+void sa_sched_forget_thread(SaSched *s, pid_t tid)
+{
 }
 
 bool sa_sched_read(SaSched *s, GArray *out, GError **error)
@@ -488,6 +519,15 @@ bool sa_sched_remove_thread(SaSched *s, pid_t tid, GError **error)
     bpf_map_delete_elem(bpf_map__fd(s->skel->maps.threads), &key);
     bpf_map_delete_elem(bpf_map__fd(s->skel->maps.stats), &key);
     return ok;
+}
+
+void sa_sched_forget_thread(SaSched *s, pid_t tid)
+{
+    __u32 key = (__u32)tid;
+
+    g_hash_table_remove(s->threads, GINT_TO_POINTER(tid));
+    bpf_map_delete_elem(bpf_map__fd(s->skel->maps.threads), &key);
+    bpf_map_delete_elem(bpf_map__fd(s->skel->maps.stats), &key);
 }
 
 bool sa_sched_read(SaSched *s, GArray *out, GError **error)

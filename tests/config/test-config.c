@@ -105,6 +105,7 @@ static void assert_defaults(const SaConfig *cfg)
     g_assert_cmpint(cfg->sensing_mode, ==, SA_SENSING_AUTO);
     g_assert_cmpuint(cfg->sensing_threshold_us, ==, 2000);
     g_assert_cmpuint(cfg->sensing_window_us, ==, 10000);
+    g_assert_cmpint(cfg->actuation_mode, ==, SA_ACTUATION_AUTO);
     g_assert_cmpuint(cfg->fleet_window_s, ==, 3600);
     g_assert_cmpfloat(cfg->fleet_quantile, ==, 0.95);
     g_assert_cmpuint(cfg->fleet_shapes->len, ==, 0);
@@ -215,6 +216,8 @@ static void test_contrib_example(Fixture *f, gconstpointer data)
         "#mode=auto",
         "#wait_threshold_us=2000",
         "#window_us=10000",
+        "[actuation]",
+        "#mode=auto",
         "[fleet]",
         "#window_s=3600",
         "#quantile=0.95",
@@ -368,7 +371,7 @@ static const struct {
     /* unknown groups and keys */
     {"[vms web]\nsoftness=1\n", SA_ERROR_CONFIG,
      "@: [vms web]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
-     "sensing, fleet, vm NAME, rule NAME)"},
+     "sensing, actuation, fleet, vm NAME, rule NAME)"},
     {"[policy]\nsofness=40\n", SA_ERROR_CONFIG,
      "@: [policy] sofness=40: unknown key (known in [policy]: softness, manage, dwell_ms, "
      "smoothing, max_holdoff_ms, rebalance, rebalance_window_ms, rebalance_max_moves_per_hour)"},
@@ -528,7 +531,7 @@ static const struct {
      "@: [rule  a]: rule \"a\" configured twice"},
     {"[rules a]\nmatch_name=a\n", SA_ERROR_CONFIG,
      "@: [rules a]: unknown group (known: daemon, partitions, policy, hook, qmp, metrics, memory, "
-     "sensing, fleet, vm NAME, rule NAME)"},
+     "sensing, actuation, fleet, vm NAME, rule NAME)"},
     /* [fleet] */
     {"[fleet]\nwindow_s=60\n", SA_ERROR_CONFIG,
      "@: [fleet] window_s=60: out of range (allowed: 600-86400)"},
@@ -573,6 +576,13 @@ static const struct {
      "@: [memory] rate_mib_s=1.5: not a whole number 1-65536"},
     {"[memory]\nbind=true\n", SA_ERROR_CONFIG,
      "@: [memory] bind=true: unknown key (known in [memory]: migrate, rate_mib_s)"},
+    /* [actuation] */
+    {"[actuation]\nmode=scx\n", SA_ERROR_CONFIG,
+     "@: [actuation] mode=scx: not one of auto, sched_ext, pin"},
+    {"[actuation]\nmode=\n", SA_ERROR_CONFIG,
+     "@: [actuation] mode=: not one of auto, sched_ext, pin"},
+    {"[actuation]\nsoftness=5\n", SA_ERROR_CONFIG,
+     "@: [actuation] softness=5: unknown key (known in [actuation]: mode)"},
     /* [sensing] */
     {"[sensing]\nmode=ebpf\n", SA_ERROR_CONFIG,
      "@: [sensing] mode=ebpf: not one of auto, bpf, proc"},
@@ -851,8 +861,8 @@ static void test_dropin_errors(Fixture *f, gconstpointer data)
         {"[policy]\nsoftness=1\nsoftness=2\n",
          "@: [policy] softness=2: key given more than once in [policy]"},
         {"[polcy]\nsoftness=1\n", "@: [polcy]: unknown group (known: daemon, partitions, policy, "
-                                  "hook, qmp, metrics, memory, sensing, fleet, vm "
-                                  "NAME, rule NAME)"},
+                                  "hook, qmp, metrics, memory, sensing, actuation, "
+                                  "fleet, vm NAME, rule NAME)"},
         {"softness=1\n", "@: Key file does not start with a group"},
         {"[vm web]\nmode=hard\n", "@: [vm web] mode=hard: not one of soft, strict, off"},
         {"[rule big]\nmode=off\n",
@@ -1137,6 +1147,29 @@ static void test_sensing(Fixture *f, gconstpointer data)
         strstr(text, "\n[sensing]\nmode=auto\nwait_threshold_us=100\nwindow_us=1000\n"));
 }
 
+/* [actuation]: every mode, its name back, a round trip. */
+static void test_actuation(Fixture *f, gconstpointer data)
+{
+    static const char *const modes[] = {"auto", "sched_ext", "pin"};
+
+    for (guint i = 0; i < G_N_ELEMENTS(modes); i++) {
+        g_autofree char *text = g_strdup_printf("[actuation]\nmode = %s \n", modes[i]);
+        g_autofree char *name = g_strdup_printf("actuation-%s.conf", modes[i]);
+        g_autofree char *copy = g_strdup_printf("copy-actuation-%s.conf", modes[i]);
+        g_autofree char *path = write_conf(f, name, text, -1);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(SaConfig) cfg = sa_config_load(path, &error);
+
+        g_assert_no_error(error);
+        g_assert_cmpint(cfg->actuation_mode, ==, (SaActuationMode)i);
+        g_assert_cmpstr(sa_actuation_mode_to_string(cfg->actuation_mode), ==, modes[i]);
+        g_autofree char *back = sa_config_to_keyfile(cfg);
+        g_autofree char *want = g_strdup_printf("\n[actuation]\nmode=%s\n", modes[i]);
+        g_assert_nonnull(strstr(back, want));
+        assert_round_trip(f, path, copy);
+    }
+}
+
 /* [fleet]: defaults, every key, shapes with and without a class, a round trip. */
 static void test_fleet(Fixture *f, gconstpointer data)
 {
@@ -1263,6 +1296,7 @@ int main(int argc, char **argv)
     ADD("/config/every-key", test_every_key);
     ADD("/config/memory", test_memory);
     ADD("/config/sensing", test_sensing);
+    ADD("/config/actuation", test_actuation);
     ADD("/config/contrib-example", test_contrib_example);
     ADD("/config/contrib-rules", test_contrib_rules);
     ADD("/config/empty-file", test_empty_file);

@@ -1,0 +1,784 @@
+/* softaffd's [actuation] mode, unit tests: the real core on a fake host (2 nodes of 2 CPUs) with
+ * a recording backend, and either the host's scheduler calls (sched/sa-sched.h: on this fake
+ * sysfs, as on a kernel without sched_ext, they say why not) or a fake scheduler that records
+ * what the core gives it and can be told to refuse or to be ejected.
+ *
+ * Checked: auto takes re-pinning with the kernel's reason, said once, in the status and the
+ * metrics; sched_ext refuses with the cause; pin never loads the scheduler; a scheduler that
+ * starts gets the partitions and the managed VMs' vCPU threads (soft, strict, softness 0) with
+ * home, softness and strictness, the unmanaged VM's none, and nothing is pinned; an ejection is
+ * logged with the kernel's reason and every managed VM is pinned at that tick; shutdown stops
+ * the scheduler; a VM that stops being managed or goes leaves it; a reload between the modes;
+ * a thread left in SCHED_EXT is released once while re-pinning. */
+#include <glib.h>
+#include <string.h>
+
+#include "actuator.h"
+#include "core-private.h"
+#include "fake-host.h"
+#include "recorder.h"
+#include "sa-error.h"
+#include "sa-metrics.h"
+
+#define STEP_MS 15
+#define MAX_VMS 4
+#define MAX_VCPUS 4
+
+/* ---- the fake scheduler ---- */
+
+typedef struct {
+    guint home, softness, vm;
+    bool strict;
+} FThread;
+
+typedef struct {
+    bool fail_start; /* start says why not */
+    guint starts, stops, adds, removes, forgets, reads;
+    guint cpu_part[8];
+    guint n_cpus, n_parts;
+    guint distance[4];
+    GHashTable *threads;  /* tid -> FThread* (in the ext class) */
+    SaSchedExit exit;     /* kind != 0: ejected */
+    bool running;         /* started and not stopped */
+    GHashTable *ext_left; /* tids still SCHED_EXT from an earlier run (release_thread) */
+    guint releases;
+} FSched;
+
+static FSched fs;
+
+static bool f_available(gpointer data, GError **error)
+{
+    if (fs.fail_start) {
+        g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED, "fake: no scheduler here");
+        return false;
+    }
+    return true;
+}
+
+static gpointer f_start(gpointer data, const guint *cpu_part, guint n_cpus, guint n_parts,
+                        const guint *distance, GError **error)
+{
+    fs.starts++;
+    if (fs.fail_start) {
+        g_set_error(error, SA_ERROR, SA_ERROR_IO,
+                    "loading the sched_ext program: Operation not permitted");
+        return NULL;
+    }
+    g_assert_cmpuint(n_cpus, <=, G_N_ELEMENTS(fs.cpu_part));
+    g_assert_cmpuint(n_parts * n_parts, <=, G_N_ELEMENTS(fs.distance));
+    memcpy(fs.cpu_part, cpu_part, n_cpus * sizeof(guint));
+    memcpy(fs.distance, distance, n_parts * n_parts * sizeof(guint));
+    fs.n_cpus = n_cpus;
+    fs.n_parts = n_parts;
+    fs.running = true;
+    return &fs;
+}
+
+static bool f_set_partitions(gpointer s, const guint *cpu_part, guint n_cpus, guint n_parts,
+                             const guint *distance, GError **error)
+{
+    g_assert_true(s == &fs);
+    fs.n_cpus = n_cpus;
+    fs.n_parts = n_parts;
+    return true;
+}
+
+static bool f_add(gpointer s, pid_t tid, guint home, guint softness, bool strict, guint vm,
+                  GError **error)
+{
+    FThread *t = g_new0(FThread, 1);
+
+    g_assert_true(s == &fs && fs.running);
+    g_assert_cmpuint(home, <, fs.n_parts);
+    t->home = home;
+    t->softness = softness;
+    t->strict = strict;
+    t->vm = vm;
+    g_hash_table_insert(fs.threads, GINT_TO_POINTER(tid), t);
+    fs.adds++;
+    return true;
+}
+
+static bool f_remove(gpointer s, pid_t tid, GError **error)
+{
+    g_assert_true(s == &fs);
+    fs.removes++;
+    g_hash_table_remove(fs.threads, GINT_TO_POINTER(tid));
+    return true;
+}
+
+static void f_forget(gpointer s, pid_t tid)
+{
+    fs.forgets++;
+    g_hash_table_remove(fs.threads, GINT_TO_POINTER(tid));
+}
+
+static bool f_read(gpointer s, GArray *out, GError **error)
+{
+    GHashTableIter it;
+    gpointer k, v;
+
+    fs.reads++;
+    g_hash_table_iter_init(&it, fs.threads);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        const FThread *t = v;
+        SaSchedCounters c = {.tid = GPOINTER_TO_INT(k), .vm = t->vm, .home = t->home};
+
+        /* A soft thread ran 1 ms away and sits away now; the others stayed home. */
+        c.run_ns[t->home] = 5000000;
+        c.last_part = t->home;
+        if (!t->strict && t->softness > 0) {
+            c.run_ns[1 - t->home] = 1000000;
+            c.last_part = 1 - t->home;
+            c.visits = 1;
+        }
+        g_array_append_val(out, c);
+    }
+    return true;
+}
+
+static bool f_ejected(gpointer s, SaSchedExit *out)
+{
+    if (!fs.exit.kind)
+        return false;
+    *out = fs.exit;
+    return true;
+}
+
+static void f_stop(gpointer s)
+{
+    g_assert_true(s == &fs);
+    fs.stops++;
+    fs.running = false;
+    g_hash_table_remove_all(fs.threads); /* every thread back to SCHED_OTHER */
+}
+
+static bool f_release(gpointer data, pid_t tid, bool *was_ext, GError **error)
+{
+    fs.releases++;
+    *was_ext = g_hash_table_remove(fs.ext_left, GINT_TO_POINTER(tid));
+    return true;
+}
+
+static const SaSchedOps fake_ops = {
+    .available = f_available,
+    .start = f_start,
+    .set_partitions = f_set_partitions,
+    .add_thread = f_add,
+    .remove_thread = f_remove,
+    .forget_thread = f_forget,
+    .read = f_read,
+    .ejected = f_ejected,
+    .stop = f_stop,
+    .release_thread = f_release,
+};
+
+static const FThread *fthread(pid_t tid)
+{
+    return g_hash_table_lookup(fs.threads, GINT_TO_POINTER(tid));
+}
+
+/* ---- captured log ---- */
+
+static GString *captured;
+
+static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
+                                       gpointer user_data)
+{
+    for (gsize i = 0; i < n; i++)
+        if (g_str_equal(fields[i].key, "MESSAGE")) {
+            g_string_append_printf(captured, "%s\n", (const char *)fields[i].value);
+            if (g_test_verbose())
+                g_printerr("# log: %s\n", (const char *)fields[i].value);
+        }
+    if (level & G_LOG_LEVEL_CRITICAL)
+        return g_log_writer_default(level, fields, n, user_data);
+    return G_LOG_WRITER_HANDLED;
+}
+
+static guint count_in_log(const char *needle)
+{
+    guint n = 0;
+
+    for (const char *p = strstr(captured->str, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* ---- fixture ---- */
+
+typedef struct {
+    char *key;
+    pid_t pid;
+    guint n_vcpus;
+    RecVm *rec;
+    double load;
+    double run[MAX_VCPUS], delay[MAX_VCPUS];
+} TVm;
+
+typedef struct {
+    FakeHost *host;
+    SaCore *core;
+    TVm vms[MAX_VMS];
+    guint n_vms;
+    gint64 last_us;
+    gboolean stopped;
+} Fx;
+
+static SaConfig *test_config(SaActuationMode mode)
+{
+    SaConfig *cfg = sa_config_new_default();
+
+    cfg->policy.dwell_ms = 0;
+    cfg->policy.smoothing = 1.0;
+    cfg->command_timeout_ms = 100;
+    cfg->stop_timeout_ms = 300;
+    cfg->interval_ms = 3 * STEP_MS;
+    cfg->actuation_mode = mode;
+    return cfg;
+}
+
+static void fx_setup(Fx *fx, gconstpointer data)
+{
+    g_autoptr(GError) error = NULL;
+    SaTopology *topo;
+
+    g_string_truncate(captured, 0);
+    rec_log_clear();
+    memset(&fs, 0, sizeof(fs));
+    fs.threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    fs.ext_left = g_hash_table_new(g_direct_hash, g_direct_equal);
+    fx->host = fake_host_new(NULL, 2, 2); /* node 0: CPUs 0-1, node 1: CPUs 2-3 */
+    topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    fx->core = sa_core_new(test_config(SA_ACTUATION_AUTO), topo, FALSE, &error);
+    g_assert_no_error(error);
+    sa_mover_free(fx->core->mover);
+    fx->core->mover = sa_mover_new(&sa_mover_host_ops, NULL, 256, false);
+    fx->last_us = g_get_monotonic_time();
+}
+
+static void fx_teardown(Fx *fx, gconstpointer data)
+{
+    sa_core_settle(fx->core, 2000);
+    sa_core_free(fx->core);
+    for (guint i = 0; i < fx->n_vms; i++) {
+        rec_vm_unref(fx->vms[i].rec);
+        g_free(fx->vms[i].key);
+    }
+    fake_host_free(fx->host, FALSE);
+    g_hash_table_unref(fs.threads);
+    g_hash_table_unref(fs.ext_left);
+}
+
+/* A VM: preferred -1 auto; mode and softness as given (softness -1: the default). */
+static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, SaMode mode,
+                   int softness, double load)
+{
+    TVm *v = &fx->vms[fx->n_vms++];
+    g_autoptr(SaVmFacts) f = NULL;
+
+    v->key = g_strdup_printf("key-%s", name);
+    v->pid = 1000 + 100 * (pid_t)fx->n_vms;
+    v->n_vcpus = n_vcpus;
+    v->load = load;
+    fake_host_add_process(fx->host, v->pid, n_vcpus);
+    f = rec_facts(v->key, name, v->pid, n_vcpus);
+    f->has_settings = true;
+    f->settings.preferred = preferred;
+    f->settings.mode = mode;
+    f->settings.softness = softness;
+    v->rec = rec_vm_new(v->key, f);
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
+    return v;
+}
+
+static pid_t vcpu_tid(const TVm *v, guint i)
+{
+    return v->pid + 1 + (pid_t)i; /* fake_host_add_process */
+}
+
+/* The fake kernel: while the scheduler has a vCPU it runs on the CPUs of its home partition,
+ * else on those of its last pin (every CPU before any); vCPU v on the v-th CPU of that set. A
+ * CPU with more demand than 1 is shared in proportion, the rest waits. */
+static int fake_cpu(const TVm *v, guint c, const SaCpuSet *pinned)
+{
+    const FThread *t = fthread(vcpu_tid(v, c));
+    g_autoptr(SaCpuSet) set = sa_cpuset_new();
+    int cpu;
+
+    if (t)
+        sa_cpuset_add_range(set, t->home * 2, t->home * 2 + 1);
+    else if (pinned)
+        sa_cpuset_union(set, pinned);
+    else
+        sa_cpuset_add_range(set, 0, 3);
+    cpu = sa_cpuset_next(set, -1);
+    for (guint i = 0; i < c % sa_cpuset_count(set); i++)
+        cpu = sa_cpuset_next(set, cpu);
+    return cpu;
+}
+
+static void simulate(Fx *fx)
+{
+    gint64 now = g_get_monotonic_time();
+    double dt = (double)(now - fx->last_us) * 1e3;
+    double demand[4] = {0};
+    int cpu[MAX_VMS][MAX_VCPUS];
+
+    fx->last_us = now;
+    for (guint i = 0; i < fx->n_vms; i++) {
+        TVm *v = &fx->vms[i];
+        g_autofree char *text = rec_vm_last_vcpus(v->rec);
+        g_autoptr(SaCpuSet) pinned = text[0] ? sa_cpuset_parse(text, NULL) : NULL;
+
+        for (guint c = 0; c < v->n_vcpus; c++) {
+            cpu[i][c] = fake_cpu(v, c, pinned);
+            demand[cpu[i][c]] += v->load;
+        }
+    }
+    for (guint c = 0; c < 4; c++)
+        fake_host_account_cpu(fx->host, c, demand[c], dt);
+    fake_host_write_stat(fx->host);
+    for (guint i = 0; i < fx->n_vms; i++) {
+        TVm *v = &fx->vms[i];
+
+        for (guint c = 0; c < v->n_vcpus; c++) {
+            double l = demand[cpu[i][c]], run = l > 1 ? v->load / l : v->load;
+
+            v->run[c] += run * dt;
+            v->delay[c] += (v->load - run) * dt;
+            fake_host_set_vcpu(fx->host, v->pid, c, v->run[c], v->delay[c], cpu[i][c]);
+        }
+    }
+}
+
+static void step(Fx *fx, guint n)
+{
+    for (guint i = 0; i < n; i++) {
+        g_usleep(STEP_MS * 1000);
+        simulate(fx);
+        sa_core_tick(fx->core);
+        sa_core_settle(fx->core, 50);
+    }
+}
+
+static char *status(Fx *fx)
+{
+    return sa_core_status_json(fx->core);
+}
+
+static void assert_in(const char *haystack, const char *needle)
+{
+    if (!strstr(haystack, needle))
+        g_error("missing %s in: %s", needle, haystack);
+}
+
+static void start(Fx *fx, SaActuationMode mode, bool fake)
+{
+    g_autoptr(GError) error = NULL;
+
+    fx->core->cfg->actuation_mode = mode;
+    if (fake)
+        sa_core_set_sched_ops(fx->core, &fake_ops, NULL);
+    g_assert_true(sa_core_start_actuation(fx->core, &error));
+    g_assert_no_error(error);
+}
+
+/* ---- tests ---- */
+
+/* This host's case: no sched_ext (the fake sysfs has no kernel/sched_ext, like 6.18). auto
+ * re-pins and says why once: in the log, the status and the metrics. */
+static void test_auto_no_sched_ext(Fx *fx, gconstpointer data)
+{
+    TVm *a;
+
+    start(fx, SA_ACTUATION_AUTO, false);
+    g_autofree char *want = g_strdup_printf("the kernel has no sched_ext (CONFIG_SCHED_CLASS_EXT): "
+                                            "%s/sys/kernel/sched_ext: No such file "
+                                            "or directory",
+                                            fake_host_root(fx->host));
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
+    g_assert_cmpstr(sa_core_actuation_reason(fx->core), ==, want);
+    g_autofree char *line = g_strdup_printf("actuation: re-pinning (affinity): %s\n", want);
+    g_assert_cmpuint(count_in_log(line), ==, 1);
+    a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
+    step(fx, 4);
+    /* Re-pinning as always: pinned home. */
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_autofree char *pinned = rec_vm_last_vcpus(a->rec);
+    g_assert_cmpstr(pinned, ==, "0-1");
+    g_assert_cmpuint(count_in_log("actuation:"), ==, 1); /* said once */
+    g_autofree char *json = status(fx);
+    g_autofree char *jwant = g_strdup_printf("\"actuation\":{\"mode\":\"pin\",\"configured\":"
+                                             "\"auto\",\"reason\":\"%s\",\"threads\":0,"
+                                             "\"ejections\":0,\"last_ejection\":null}",
+                                             want);
+    assert_in(json, jwant);
+    assert_in(json, "\"scheduler\":null");
+    g_autofree char *metrics = sa_metrics_format(fx->core);
+    assert_in(metrics, "\nsoftaff_actuation_sched_ext 0\n");
+    assert_in(metrics, "\nsoftaff_sched_ext_ejections_total 0\n");
+    assert_in(metrics, "\nsoftaff_sched_ext_threads 0\n");
+}
+
+/* mode=sched_ext on such a kernel: softaffd refuses to start, naming the cause. */
+static void test_sched_ext_refused(Fx *fx, gconstpointer data)
+{
+    g_autoptr(GError) error = NULL;
+
+    fx->core->cfg->actuation_mode = SA_ACTUATION_SCHED_EXT;
+    g_assert_false(sa_core_start_actuation(fx->core, &error));
+    g_assert_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED);
+    g_autofree char *want = g_strdup_printf(
+        "[actuation] mode=sched_ext: the kernel has no sched_ext (CONFIG_SCHED_CLASS_EXT): "
+        "%s/sys/kernel/sched_ext: No such file or directory",
+        fake_host_root(fx->host));
+    g_assert_cmpstr(error->message, ==, want);
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
+
+    /* A program that does not load (the fake's reason): auto re-pins, sched_ext refuses. */
+    g_clear_error(&error);
+    fs.fail_start = true;
+    sa_core_set_sched_ops(fx->core, &fake_ops, NULL);
+    g_assert_false(sa_core_start_actuation(fx->core, &error));
+    g_assert_cmpstr(error->message, ==,
+                    "[actuation] mode=sched_ext: loading the sched_ext program: Operation not "
+                    "permitted");
+    fx->core->cfg->actuation_mode = SA_ACTUATION_AUTO;
+    g_clear_error(&error);
+    g_assert_true(sa_core_start_actuation(fx->core, &error));
+    g_assert_cmpstr(sa_core_actuation_reason(fx->core), ==,
+                    "loading the sched_ext program: Operation not permitted");
+    g_assert_cmpuint(fs.starts, ==, 2);
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
+}
+
+/* mode=pin never loads the scheduler, even where it would start. */
+static void test_pin(Fx *fx, gconstpointer data)
+{
+    TVm *a;
+
+    start(fx, SA_ACTUATION_PIN, true);
+    g_assert_cmpuint(fs.starts, ==, 0);
+    g_assert_cmpstr(sa_core_actuation_reason(fx->core), ==, "[actuation] mode=pin");
+    a = add_vm(fx, "a", 2, 1, SA_MODE_SOFT, -1, 0.2);
+    step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_assert_cmpuint(fs.adds, ==, 0);
+}
+
+/* The scheduler places the managed VMs' vCPU threads, each with its home, softness and
+ * strictness; the unmanaged VM stays out; nothing is pinned, even for a VM that wants more than
+ * its home (the scheduler bursts it); homes of auto VMs are still written. */
+static void test_places(Fx *fx, gconstpointer data)
+{
+    TVm *a, *b, *c, *d;
+
+    start(fx, SA_ACTUATION_AUTO, true);
+    g_assert_cmpuint(fs.starts, ==, 1);
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "sched_ext");
+    assert_in(captured->str, "actuation: the sched_ext scheduler places the managed VMs' vCPU "
+                             "threads; nothing is pinned: the sched_ext scheduler is loaded "
+                             "([actuation] mode=auto)");
+    /* The partitions: CPUs 0-1 partition 0, 2-3 partition 1, the fake sysfs' distances. */
+    g_assert_cmpuint(fs.n_cpus, ==, 4);
+    g_assert_cmpuint(fs.n_parts, ==, 2);
+    g_assert_cmpuint(fs.cpu_part[0], ==, 0);
+    g_assert_cmpuint(fs.cpu_part[1], ==, 0);
+    g_assert_cmpuint(fs.cpu_part[2], ==, 1);
+    g_assert_cmpuint(fs.cpu_part[3], ==, 1);
+    g_assert_cmpuint(fs.distance[0], ==, 0);
+    g_assert_cmpuint(fs.distance[1], >, 0);
+    g_assert_cmpuint(fs.distance[1], ==, fs.distance[2]);
+
+    a = add_vm(fx, "a", 4, 0, SA_MODE_SOFT, 80, 1.0); /* busy: would burst when re-pinning */
+    b = add_vm(fx, "b", 2, -1, SA_MODE_STRICT, -1, 0.1);
+    c = add_vm(fx, "c", 1, 1, SA_MODE_SOFT, 0, 0.1);
+    d = add_vm(fx, "d", 1, 1, SA_MODE_OFF, -1, 0.1);
+    step(fx, 8);
+
+    for (guint i = 0; i < a->n_vcpus; i++) {
+        const FThread *t = fthread(vcpu_tid(a, i));
+        g_assert_nonnull(t);
+        g_assert_cmpuint(t->home, ==, 0);
+        g_assert_cmpuint(t->softness, ==, 80);
+        g_assert_false(t->strict);
+    }
+    const FThread *tb = fthread(vcpu_tid(b, 0));
+    g_assert_nonnull(tb);
+    g_assert_true(tb->strict);
+    g_assert_cmpuint(tb->home, ==, (guint)rec_vm_last_assigned(b->rec));
+    g_assert_nonnull(fthread(vcpu_tid(b, 1)));
+    const FThread *tc = fthread(vcpu_tid(c, 0));
+    g_assert_nonnull(tc);
+    g_assert_cmpuint(tc->softness, ==, 0);
+    g_assert_cmpuint(tc->home, ==, 1);
+    g_assert_null(fthread(vcpu_tid(d, 0)));
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 7);
+    g_assert_cmpuint(fs.adds, ==, 7); /* once each: nothing changed since */
+    g_assert_cmpuint(fx->core->sched_threads, ==, 7);
+
+    /* Nothing pinned, no restore; b's auto home written. */
+    for (guint i = 0; i < fx->n_vms; i++) {
+        g_assert_cmpuint(rec_vm_pins(fx->vms[i].rec), ==, 0);
+        g_assert_cmpuint(rec_vm_restores(fx->vms[i].rec), ==, 0);
+    }
+    g_assert_cmpint(rec_vm_last_assigned(b->rec), >=, 0);
+    g_assert_cmpuint(sa_core_lookup(fx->core, a->key)->stats.bursts, ==, 0);
+    g_assert_cmpuint(count_in_log("a: 4 vCPU thread(s) in the scheduler: home partition 0, soft"),
+                     ==, 1);
+    g_assert_cmpuint(count_in_log("c: 1 vCPU thread(s) in the scheduler: home partition 1, "
+                                  "softness 0 (never leaves home)"),
+                     ==, 1);
+
+    /* Status and metrics: the counters of the scheduler's read (the fake: a's threads away). */
+    g_autofree char *json = status(fx);
+    assert_in(json, "\"actuation\":{\"mode\":\"sched_ext\",\"configured\":\"auto\"");
+    assert_in(json, "\"threads\":7,\"ejections\":0");
+    assert_in(json, "\"scheduler\":{\"threads\":4,\"home\":0,\"softness\":80,\"strict\":false,"
+                    "\"away\":true,\"run_home_seconds\":0.02,\"run_away_seconds\":0.004");
+    assert_in(json, "\"scheduler\":{\"threads\":2,\"home\":");
+    g_autofree char *metrics = sa_metrics_format(fx->core);
+    assert_in(metrics, "\nsoftaff_actuation_sched_ext 1\n");
+    assert_in(metrics, "\nsoftaff_sched_ext_threads 7\n");
+    g_assert_cmpuint(fs.reads, >=, 7);
+
+    /* A new softness goes to the scheduler at the next tick. */
+    SaVm *va = sa_core_lookup(fx->core, a->key);
+    va->settings.softness = 30;
+    step(fx, 1);
+    g_assert_cmpuint(fthread(vcpu_tid(a, 0))->softness, ==, 30);
+    g_assert_cmpuint(fs.adds, ==, 11);
+}
+
+/* The kernel ejects the scheduler: logged with its reason once, the threads are the kernel's
+ * fair class (the scheduler stopped), every managed VM is pinned at that tick, and re-pinning
+ * goes on (a busy VM bursts). */
+static void test_ejection(Fx *fx, gconstpointer data)
+{
+    TVm *a, *b;
+
+    start(fx, SA_ACTUATION_SCHED_EXT, true);
+    a = add_vm(fx, "a", 4, 0, SA_MODE_SOFT, -1, 0.4); /* fits at home */
+    b = add_vm(fx, "b", 1, 1, SA_MODE_SOFT, -1, 0.0);
+    step(fx, 4);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 5);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
+
+    fs.exit.kind = 1026;
+    fs.exit.what = "stall";
+    g_strlcpy(fs.exit.reason, "runnable task stall", sizeof(fs.exit.reason));
+    g_strlcpy(fs.exit.msg, "a[1101] failed to run for 5.6s", sizeof(fs.exit.msg));
+    step(fx, 1);
+    g_assert_cmpuint(fs.stops, ==, 1);
+    g_assert_false(fs.running);
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
+    g_assert_cmpuint(sa_core_sched_ejections(fx->core), ==, 1);
+    g_assert_cmpuint(
+        count_in_log("actuation: the kernel ejected the sched_ext scheduler: stall (kind 1026): "
+                     "runnable task stall: a[1101] failed to run for 5.6s; every vCPU thread runs "
+                     "on the fair class with its own set; re-pinning from now on"),
+        ==, 1);
+    /* Pinned at that very tick. */
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_pins(b->rec), ==, 1);
+    g_autofree char *pa = rec_vm_last_vcpus(a->rec);
+    g_assert_cmpstr(pa, ==, "0-1");
+    g_autofree char *json = status(fx);
+    assert_in(json, "\"actuation\":{\"mode\":\"pin\",\"configured\":\"sched_ext\",\"reason\":"
+                    "\"the kernel ejected the scheduler: stall (kind 1026): runnable task stall: "
+                    "a[1101] failed to run for 5.6s\",\"threads\":0,\"ejections\":1,"
+                    "\"last_ejection\":{\"time\":");
+    g_autofree char *metrics = sa_metrics_format(fx->core);
+    assert_in(metrics, "\nsoftaff_sched_ext_ejections_total 1\n");
+    assert_in(metrics, "\nsoftaff_actuation_sched_ext 0\n");
+
+    /* Re-pinning goes on: busy, the VM bursts onto the idle partition. */
+    a->load = 1.0;
+    for (guint i = 0; i < 10; i++) {
+        g_autofree char *now = rec_vm_last_vcpus(a->rec);
+        if (g_str_equal(now, "0-3"))
+            break;
+        step(fx, 1);
+    }
+    g_autofree char *burst = rec_vm_last_vcpus(a->rec);
+    g_assert_cmpstr(burst, ==, "0-3");
+    g_assert_cmpuint(count_in_log("the kernel ejected"), ==, 1);
+}
+
+static void stopped_cb(gpointer data)
+{
+    ((Fx *)data)->stopped = TRUE;
+}
+
+/* SIGTERM's path: the scheduler stops first (every thread back to the fair class with its own
+ * set); nothing was pinned, so nothing is restored. */
+static void test_shutdown(Fx *fx, gconstpointer data)
+{
+    TVm *a;
+
+    start(fx, SA_ACTUATION_AUTO, true);
+    a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.5);
+    step(fx, 3);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
+    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_settle(fx->core, 1000);
+    g_assert_true(fx->stopped);
+    g_assert_cmpuint(fs.stops, ==, 1);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 0);
+    g_assert_cmpuint(rec_vm_restores(a->rec), ==, 0);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
+    assert_in(captured->str, "actuation: the scheduler stops: every vCPU thread back to the fair "
+                             "class with its own set");
+}
+
+/* A VM that stops being managed leaves the scheduler (its threads back to the fair class); a
+ * VM whose process is gone is only forgotten (its thread ids may be reused). */
+static void test_leaves(Fx *fx, gconstpointer data)
+{
+    TVm *a, *b;
+
+    start(fx, SA_ACTUATION_AUTO, true);
+    a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
+    b = add_vm(fx, "b", 2, 1, SA_MODE_SOFT, -1, 0.2);
+    step(fx, 3);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 4);
+
+    g_autoptr(SaVmFacts) f = rec_facts(a->key, "a", a->pid, a->n_vcpus);
+    f->has_settings = true;
+    f->settings.mode = SA_MODE_OFF;
+    sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
+    g_assert_cmpuint(fs.removes, ==, 2);
+    g_assert_null(fthread(vcpu_tid(a, 0)));
+    g_assert_nonnull(fthread(vcpu_tid(b, 0)));
+
+    fake_host_remove_process(fx->host, b->pid);
+    sa_core_forget(fx->core, b->key, "stopped");
+    g_assert_cmpuint(fs.forgets, ==, 2);
+    g_assert_cmpuint(fs.removes, ==, 2);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 0);
+    g_assert_cmpuint(fx->core->sched_threads, ==, 0);
+}
+
+/* A reload from pin to sched_ext gives pinned VMs their own sets back and the scheduler their
+ * threads; back to pin stops it and pins again. */
+static void test_reload(Fx *fx, gconstpointer data)
+{
+    g_autoptr(GError) error = NULL;
+    TVm *a;
+
+    start(fx, SA_ACTUATION_PIN, true);
+    a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
+    step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+
+    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    sa_core_reload(fx->core, test_config(SA_ACTUATION_SCHED_EXT), topo);
+    sa_core_settle(fx->core, 500);
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "sched_ext");
+    g_assert_cmpuint(rec_vm_restores(a->rec), ==, 1);
+    step(fx, 3);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+
+    /* The same mode again: the scheduler stays, each thread gets its home again. */
+    guint adds = fs.adds;
+    topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    sa_core_reload(fx->core, test_config(SA_ACTUATION_SCHED_EXT), topo);
+    g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
+    step(fx, 2);
+    g_assert_cmpuint(fs.starts, ==, 1);
+    g_assert_cmpuint(fs.adds, ==, adds + 2);
+    g_assert_cmpuint(fx->core->sched_threads, ==, 2);
+
+    topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+    g_assert_no_error(error);
+    sa_core_reload(fx->core, test_config(SA_ACTUATION_PIN), topo);
+    g_assert_cmpuint(fs.stops, ==, 1);
+    g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
+    step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 2);
+}
+
+/* While re-pinning, a vCPU thread left in SCHED_EXT (a softaffd killed in sched_ext mode) is
+ * set back to SCHED_OTHER: each thread is checked once, the one found is said once. */
+static void test_release(Fx *fx, gconstpointer data)
+{
+    TVm *a;
+
+    fs.fail_start = true;
+    start(fx, SA_ACTUATION_AUTO, true);
+    g_hash_table_add(fs.ext_left, GINT_TO_POINTER(1101 + 1));
+    a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
+    g_assert_cmpint(vcpu_tid(a, 1), ==, 1102);
+    step(fx, 4);
+    g_assert_cmpuint(fs.releases, ==, 2);
+    g_assert_cmpuint(count_in_log("a: vCPU 1: thread 1102 was left in SCHED_EXT"), ==, 1);
+    g_assert_cmpuint(g_hash_table_size(fs.ext_left), ==, 0);
+}
+
+/* The scheduler wants each thread's own set: a VM whose threads an earlier pin narrowed gets
+ * a restore when it first enters the scheduler (the fake kernel affinity says vCPU 1 is on
+ * CPU 0 only); one whose threads have their own sets gets none. */
+static GHashTable *narrowed_tids;
+
+static int f_get_affinity(gpointer data, pid_t tid, SaCpuSet **out)
+{
+    *out = sa_cpuset_new();
+    if (g_hash_table_contains(narrowed_tids, GINT_TO_POINTER(tid)))
+        sa_cpuset_add(*out, 0);
+    else
+        sa_cpuset_add_range(*out, 0, 3);
+    return 0;
+}
+
+static int f_set_affinity(gpointer data, pid_t tid, const SaCpuSet *set)
+{
+    return 0;
+}
+
+static const SaAffinityOps fake_affinity = {.get = f_get_affinity, .set = f_set_affinity};
+
+static void test_narrowed(Fx *fx, gconstpointer data)
+{
+    TVm *a, *b;
+
+    narrowed_tids = g_hash_table_new(g_direct_hash, g_direct_equal);
+    sa_actuator_set_affinity_ops(fx->core, &fake_affinity, NULL);
+    start(fx, SA_ACTUATION_AUTO, true);
+    a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
+    b = add_vm(fx, "b", 2, 1, SA_MODE_SOFT, -1, 0.2);
+    g_hash_table_add(narrowed_tids, GINT_TO_POINTER(vcpu_tid(a, 1)));
+    step(fx, 4);
+    g_assert_cmpuint(rec_vm_restores(a->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_restores(b->rec), ==, 0);
+    assert_in(captured->str, "a: vCPU 1 runs on 0, narrower than its own set 0-3 (an earlier "
+                             "pin): every thread gets its own set back");
+    g_autofree char *threads = rec_vm_last_threads(a->rec);
+    assert_in(threads, "vcpus=0-3;0-3");
+    g_hash_table_unref(narrowed_tids);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    /* An ejection is a warning, and the tests read it from the log. */
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+    captured = g_string_new(NULL);
+    g_log_set_writer_func(capture_writer, NULL, NULL);
+#define ADD(path, fn) g_test_add(path, Fx, NULL, fx_setup, fn, fx_teardown)
+    ADD("/scheduler/auto-no-sched-ext", test_auto_no_sched_ext);
+    ADD("/scheduler/sched-ext-refused", test_sched_ext_refused);
+    ADD("/scheduler/pin", test_pin);
+    ADD("/scheduler/places", test_places);
+    ADD("/scheduler/ejection", test_ejection);
+    ADD("/scheduler/shutdown", test_shutdown);
+    ADD("/scheduler/leaves", test_leaves);
+    ADD("/scheduler/reload", test_reload);
+    ADD("/scheduler/release", test_release);
+    ADD("/scheduler/narrowed", test_narrowed);
+    return g_test_run();
+}
