@@ -63,8 +63,9 @@ WORKDIR_PREFIX = "softaff-test-"
 _STALE_WORKDIR = re.compile(r"^" + WORKDIR_PREFIX + r"(\d+)-")
 _SWEPT_COMMS = re.compile(r"^(softaffd|qemu-system-.*)$")
 HOOK_PATH = "/etc/libvirt/hooks/qemu.d/50-softaff"
+INSTALL_HOOK = os.path.join(SRC_ROOT, "contrib", "install-hook.sh")
 # The comment line in test-hook.py's hook wrapper (write_wrapper there): keep the two in step.
-_HOOK_WRAPPER = re.compile(r"^# softaff test-hook\.py \(pid (\d+)\)", re.M)
+_HOOK_WRAPPER = re.compile(r"^# softaff [\w.-]+\.py \(pid (\d+)\)", re.M)
 
 _guests = []
 _daemons = []
@@ -515,6 +516,43 @@ def _sweep_hook(owner):
         log("sweep: removed %s, the hook wrapper of killed test %s" % (HOOK_PATH, m.group(1)))
 
 
+class TestHook:
+    """softaff-hook installed as 50-softaff with contrib/install-hook.sh, for this test's
+    guests only (a wrapper passes every other domain by, with SOFTAFF_CONFIG=config). An
+    existing 50-softaff is put aside and put back by uninstall() (by sweep() for a killed
+    test)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.backup = None
+        self.installed = False
+
+    def install(self):
+        wrapper = os.path.join(workdir(), "hook-wrapper")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\n# softaff %s (pid %d)\n"
+                    'case "$1" in %s%d-*) SOFTAFF_CONFIG=%s exec %s "$@";; esac\nexit 0\n'
+                    % (os.path.basename(sys.argv[0]), os.getpid(), NAME_PREFIX, os.getpid(),
+                       self.config, binary("softaff-hook")))
+        os.chmod(wrapper, 0o755)
+        if os.path.lexists(HOOK_PATH):
+            self.backup = os.path.join(workdir(), "50-softaff.orig")
+            shutil.move(HOOK_PATH, self.backup)
+        self.installed = True
+        p = run_cmd(["bash", INSTALL_HOOK, wrapper])
+        log("install-hook.sh: " + p.stdout.strip().replace("\n", " | "))
+        time.sleep(0.5)  # libvirtd handles SIGHUP in its event loop
+
+    def uninstall(self):
+        if not self.installed:
+            return
+        self.installed = False
+        run_cmd(["bash", INSTALL_HOOK, "--uninstall"], check=False)
+        if self.backup:
+            shutil.move(self.backup, HOOK_PATH)
+            self.backup = None
+
+
 def sweep(owner=None):
     """Remove what tests that are no longer running left behind (and, with owner=PID, what
     test PID left): guests named softaff-t<PID>-*, softaffd/QEMU processes carrying
@@ -548,6 +586,24 @@ def _start_watchdog():
 
 # --------------------------------------------------------------------------------------------
 # small utilities
+
+
+def control_request(sock, line, timeout=10):
+    """Send one request line to softaffd's control socket; returns the reply line (bytes)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(sock)
+        s.sendall(line)
+        got = b""
+        while not got.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        s.close()
+    return got
 
 
 def wait_until(predicate, timeout, interval=0.05, what=None):
@@ -744,12 +800,14 @@ class Guest:
     cpuset    <vcpu cpuset='...'> (string or set), or None
     vcpupins  {vcpu: cpulist} for <cputune><vcpupin>, or None
     emulatorpin  cpulist for <cputune><emulatorpin>, or None
+    iothreads  number of I/O threads (<iothreads>); iothreadpins {id: cpulist} for <iothreadpin>
     metadata  an XML element string put under <metadata> (see softaff_metadata())
     persistent  define + start (virsh define/start) instead of a transient create
     """
 
     def __init__(self, name, vcpus=2, memory_mib=128, cpuset=None, vcpupins=None,
-                 emulatorpin=None, metadata=None, persistent=False, extra_cmdline=""):
+                 emulatorpin=None, metadata=None, persistent=False, extra_cmdline="",
+                 iothreads=0, iothreadpins=None):
         self.label = name
         self.name = "%s%d-%s" % (NAME_PREFIX, os.getpid(), name)
         self.vcpus = vcpus
@@ -760,6 +818,8 @@ class Guest:
         self.metadata = metadata
         self.persistent = persistent
         self.extra_cmdline = extra_cmdline
+        self.iothreads = iothreads
+        self.iothreadpins = iothreadpins or {}
         d = workdir()
         self.console_log = os.path.join(d, self.label + ".console.log")
         self.control_path = os.path.join(d, self.label + ".ctl")
@@ -798,6 +858,10 @@ class Guest:
             if not isinstance(cl, str):
                 cl = format_cpulist(cl)
             tune.append("    <emulatorpin cpuset='%s'/>" % cl)
+        tune += ["    <iothreadpin iothread='%d' cpuset='%s'/>" % (i, c)
+                 for i, c in sorted(self.iothreadpins.items())]
+        if self.iothreads:
+            vcpu += "\n  <iothreads>%d</iothreads>" % self.iothreads
         cputune = "  <cputune>\n%s\n  </cputune>\n" % "\n".join(tune) if tune else ""
         metadata = "  <metadata>\n    %s\n  </metadata>\n" % self.metadata if self.metadata else ""
         return """<domain type='{type}'>
@@ -981,8 +1045,8 @@ class Guest:
         except OSError:
             return ""
 
-    def destroy(self):
-        """Destroy (and undefine) the guest; safe to call more than once."""
+    def close_control(self):
+        """Stop reading the guest's control channel and close it."""
         self._stop.set()
         if self._sock is not None:
             try:
@@ -990,6 +1054,10 @@ class Guest:
             except OSError:
                 pass
             self._sock = None
+
+    def destroy(self):
+        """Destroy (and undefine) the guest; safe to call more than once."""
+        self.close_control()
         if self.created:
             virsh("destroy", self.name, check=False, timeout=60)
             if self.persistent:

@@ -14,44 +14,11 @@ guests only (see test-hook.py), and removed afterwards.
 """
 import os
 import re
-import shutil
 import signal
-import time
 
 import softaff_testlib as T
 
-HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
-HOOK_PATH = os.path.join(HOOK_DIR, "50-softaff")
-INSTALL = os.path.join(T.SRC_ROOT, "contrib", "install-hook.sh")
 ALL = {0, 1}
-_state = {"installed": False}
-
-
-def install_hook(config):
-    hook = T.binary("softaff-hook")
-    wrapper = os.path.join(T.workdir(), "hook-wrapper")
-    with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\n# softaff test-save-restore.py (pid %d)\n"
-                'case "$1" in %s%d-*) SOFTAFF_CONFIG=%s exec %s "$@";; esac\nexit 0\n'
-                % (os.getpid(), T.NAME_PREFIX, os.getpid(), config, hook))
-    os.chmod(wrapper, 0o755)
-    if os.path.lexists(HOOK_PATH):
-        backup = os.path.join(T.workdir(), "50-softaff.orig")
-        shutil.move(HOOK_PATH, backup)
-        _state["backup"] = backup
-    _state["installed"] = True
-    p = T.run_cmd(["bash", INSTALL, wrapper])
-    T.log("install-hook.sh: " + p.stdout.strip().replace("\n", " | "))
-    time.sleep(0.5)  # libvirtd handles SIGHUP in its event loop
-
-
-def uninstall_hook():
-    if not _state["installed"]:
-        return
-    _state["installed"] = False
-    T.run_cmd(["bash", INSTALL, "--uninstall"], check=False)
-    if _state.get("backup"):
-        shutil.move(_state["backup"], HOOK_PATH)
 
 
 def cputune(xml):
@@ -94,7 +61,8 @@ def round_trip(g, d, save, load):
 def main():
     T.require_vm()
     cfg, sock = T.write_config(layout="custom", custom="0;1", interval_ms=500)
-    install_hook(cfg)
+    hook = T.TestHook(cfg)
+    hook.install()
     try:
         md = T.softaff_metadata(preferred="0")
         t = T.Guest("t", vcpus=2, vcpupins={0: "1"}, metadata=md)
@@ -116,7 +84,7 @@ def main():
             assert "<softaffd" not in g.dumpxml(), "%s kept softaff's record" % g.name
             g.destroy()
     finally:
-        uninstall_hook()
+        hook.uninstall()
 
 
 T.run(main)

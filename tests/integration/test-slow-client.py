@@ -147,18 +147,7 @@ def nobody_child(sock, up, down):
 
 
 def root_request(sock, line):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(5)
-    s.connect(sock)
-    s.sendall(line)
-    got = b""
-    while not got.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    s.close()
-    return json.loads(got)
+    return json.loads(T.control_request(sock, line, timeout=5))
 
 
 def check_root_slot(cfg, sock):

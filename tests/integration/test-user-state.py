@@ -18,25 +18,6 @@ import softaff_testlib as T
 ALL = {0, 1}
 
 
-class IoGuest(T.Guest):
-    """A guest with I/O threads: iothreadpins {id: cpulist}."""
-
-    def __init__(self, name, iothreads=1, iothreadpins=None, **kw):
-        super().__init__(name, **kw)
-        self.iothreads = iothreads
-        self.iothreadpins = iothreadpins or {}
-
-    def xml(self):
-        x = super().xml()
-        x = re.sub(r"(<vcpu[^>]*>\d+</vcpu>)", r"\1\n  <iothreads>%d</iothreads>" % self.iothreads,
-                   x, count=1)
-        pins = "".join("    <iothreadpin iothread='%d' cpuset='%s'/>\n" % (i, c)
-                       for i, c in sorted(self.iothreadpins.items()))
-        if "<cputune>" in x:
-            return x.replace("  </cputune>", pins + "  </cputune>", 1)
-        return x.replace("  <os>", "  <cputune>\n%s  </cputune>\n  <os>" % pins, 1)
-
-
 def emulatorpin(g):
     out = T.virsh("emulatorpin", g.name, "--live")
     m = re.search(r"\*:\s*(\S+)", out)
@@ -75,7 +56,7 @@ def partial_and_io(cfg):
     """Partial pins (persistent), emulator and I/O thread pins (transient), user's live pin."""
     p = T.Guest("p", vcpus=2, vcpupins={0: "1"}, persistent=True,
                 metadata=T.softaff_metadata(preferred="0"))
-    io = IoGuest("io", vcpus=1, emulatorpin="1", iothreadpins={1: "1"},
+    io = T.Guest("io", vcpus=1, iothreads=1, emulatorpin="1", iothreadpins={1: "1"},
                  metadata=T.softaff_metadata(preferred="0"))
     u = T.Guest("u", vcpus=2, metadata=T.softaff_metadata(preferred="0"))
     boot(p, io, u)

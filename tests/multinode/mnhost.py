@@ -49,6 +49,23 @@ def log(msg):
     sys.stderr.flush()
 
 
+def preflight():
+    """What every test in the test host needs: root, QEMU, mkfs.ext4 and a build with softaffd
+    (SOFTAFF_BUILD_DIR). Returns that build's absolute path. Without them it prints SKIP and
+    exits 77 (1 with SOFTAFF_REQUIRE_VM=1). meson's timeout sends SIGTERM: the test then leaves
+    through its `with Host` block, which stops QEMU."""
+    build = os.environ.get("SOFTAFF_BUILD_DIR")
+    missing = [b for b in ("qemu-system-x86_64", "mkfs.ext4") if not shutil.which(b)]
+    why = ("needs root" if os.geteuid() != 0 else "missing " + ", ".join(missing) if missing
+           else None if build and os.access(os.path.join(build, "softaffd"), os.X_OK)
+           else "SOFTAFF_BUILD_DIR has no softaffd")
+    if why:
+        print("SKIP: " + why)
+        sys.exit(1 if os.environ.get("SOFTAFF_REQUIRE_VM") == "1" else 77)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    return os.path.abspath(build)
+
+
 class HostError(Exception):
     pass
 

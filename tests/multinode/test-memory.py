@@ -22,15 +22,12 @@ docs/benchmarks.md's plot (bench/plot-multinode.py)."""
 import json
 import os
 import re
-import shutil
-import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnhost  # noqa: E402
 
-SKIP = 77
 RATE_MIB_S = 32
 INTERVAL_MS = 500
 GUEST_MIB = {"A": 160, "B": 160, "C": 96, "D": 64}
@@ -400,17 +397,8 @@ def write_series(r, build):
 
 
 def main():
-    build = os.environ.get("SOFTAFF_BUILD_DIR")
-    missing = [b for b in ("qemu-system-x86_64", "mkfs.ext4") if not shutil.which(b)]
-    why = ("needs root" if os.geteuid() != 0 else "missing " + ", ".join(missing) if missing
-           else None if build and os.access(os.path.join(build, "softaffd"), os.X_OK)
-           else "SOFTAFF_BUILD_DIR has no softaffd")
-    if why:
-        print("SKIP: " + why)
-        return 1 if os.environ.get("SOFTAFF_REQUIRE_VM") == "1" else SKIP
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    build = mnhost.preflight()
     t0 = time.monotonic()
-    build = os.path.abspath(build)
     with mnhost.Host(build_dir=build) as h:
         try:
             r = scenario(h, build)

@@ -19,8 +19,6 @@ Prints the figures it saw ('figure:' lines)."""
 
 import json
 import os
-import shutil
-import signal
 import sys
 import time
 
@@ -28,7 +26,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnhost  # noqa: E402
 import mnsensing as S  # noqa: E402
 
-SKIP = 77
 CONF = """[daemon]
 interval_ms=500
 socket=/run/softaff/softaffd.sock
@@ -270,17 +267,8 @@ def phase_ejection(r):
 
 
 def main():
-    build = os.environ.get("SOFTAFF_BUILD_DIR")
-    missing = [b for b in ("qemu-system-x86_64", "mkfs.ext4") if not shutil.which(b)]
-    why = ("needs root" if os.geteuid() != 0 else "missing " + ", ".join(missing) if missing
-           else None if build and os.access(os.path.join(build, "softaffd"), os.X_OK)
-           else "SOFTAFF_BUILD_DIR has no softaffd")
-    if why:
-        print("SKIP: " + why)
-        return 1 if os.environ.get("SOFTAFF_REQUIRE_VM") == "1" else SKIP
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    build = mnhost.preflight()
     t0 = time.monotonic()
-    build = os.path.abspath(build)
     # Single-threaded TCG: every enable and disable of sched_ext patches the kernel's code live,
     # which multi-threaded TCG turned into an int3 oops (tests/sched/run-tcg.sh, 2 of 8 runs).
     # Nothing here measures shares between the two CPUs.

@@ -11,8 +11,6 @@ with softaffd at its defaults ([sensing] mode=auto: BPF where it loads).
 Needs root, qemu-system-x86_64, mkfs.ext4 (SKIP 77 without, or FAIL when SOFTAFF_REQUIRE_VM=1)."""
 
 import os
-import shutil
-import signal
 import sys
 import time
 
@@ -20,7 +18,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnhost  # noqa: E402
 import mnsensing as S  # noqa: E402
 
-SKIP = 77
 STAY_S = 30
 POINTS = 0.05
 LEAVE_LIMIT = 2 * S.INTERVAL_MS / 1000 + 0.3
@@ -82,17 +79,8 @@ def check_leave(r):
 
 
 def main():
-    build = os.environ.get("SOFTAFF_BUILD_DIR")
-    missing = [b for b in ("qemu-system-x86_64", "mkfs.ext4") if not shutil.which(b)]
-    why = ("needs root" if os.geteuid() != 0 else "missing " + ", ".join(missing) if missing
-           else None if build and os.access(os.path.join(build, "softaffd"), os.X_OK)
-           else "SOFTAFF_BUILD_DIR has no softaffd")
-    if why:
-        print("SKIP: " + why)
-        return 1 if os.environ.get("SOFTAFF_REQUIRE_VM") == "1" else SKIP
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    build = mnhost.preflight()
     t0 = time.monotonic()
-    build = os.path.abspath(build)
     with mnhost.Host(build_dir=build) as h:
         r = S.Run(h, build, mode=os.environ.get("SOFTAFF_MN_SENSING", "auto"))
         try:

@@ -9,15 +9,12 @@ builds the image, ~80 s); without them it exits 77 (skip), or fails when SOFTAFF
 
 import json
 import os
-import shutil
-import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnhost  # noqa: E402
 
-SKIP = 77
 
 
 def expect(cond, what, detail=""):
@@ -74,20 +71,7 @@ def check_softaffd(h, build):
 
 
 def main():
-    build = os.environ.get("SOFTAFF_BUILD_DIR")
-    missing = [b for b in ("qemu-system-x86_64", "mkfs.ext4") if not shutil.which(b)]
-    why = None
-    if os.geteuid() != 0:
-        why = "needs root"
-    elif missing:
-        why = "missing " + ", ".join(missing)
-    elif not build or not os.access(os.path.join(build, "softaffd"), os.X_OK):
-        why = "SOFTAFF_BUILD_DIR has no softaffd"
-    if why:
-        print("SKIP: " + why)
-        return 1 if os.environ.get("SOFTAFF_REQUIRE_VM") == "1" else SKIP
-    # meson's timeout sends SIGTERM: leave through the with block, which stops QEMU.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    build = mnhost.preflight()
     t0 = time.monotonic()
     with mnhost.Host(build_dir=build) as h:
         mnhost.log("image and shares: %.1fs, boot to ready: %.1fs" % (h.prepare_seconds,

@@ -29,9 +29,7 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -49,9 +47,6 @@ GRACE_S = 2.0          # a user's pin: the old set is still accepted this long a
 STATUS_MAX_S = 1.0
 POLL_S = 0.1
 STATUS_EVERY_S = 0.5
-HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
-HOOK_PATH = os.path.join(HOOK_DIR, "50-softaff")
-INSTALL_HOOK = os.path.join(T.SRC_ROOT, "contrib", "install-hook.sh")
 _IO_COMM = re.compile(r"^IO iothread(\d+)$")
 
 
@@ -77,23 +72,10 @@ class SoakGuest(T.Guest):
         super().__init__(spec["label"], vcpus=spec["vcpus"], cpuset=spec.get("cpuset"),
                          vcpupins=dict(spec.get("vcpupins", {})),
                          emulatorpin=spec.get("emulatorpin"), metadata=md,
-                         persistent=spec["persistent"])
+                         persistent=spec["persistent"], iothreads=spec.get("iothreads", 0),
+                         iothreadpins=spec.get("iothreadpins", {}))
         self.spec = spec
-        self.iothreads = spec.get("iothreads", 0)
-        self.iothreadpins = spec.get("iothreadpins", {})
         self.load = 0
-
-    def xml(self):
-        x = super().xml()
-        if not self.iothreads:
-            return x
-        x = re.sub(r"(<vcpu[^>]*>\d+</vcpu>)", r"\1\n  <iothreads>%d</iothreads>" % self.iothreads,
-                   x, count=1)
-        pins = "".join("    <iothreadpin iothread='%d' cpuset='%s'/>\n" % (i, c)
-                       for i, c in sorted(self.iothreadpins.items()))
-        if "<cputune>" in x:
-            return x.replace("  </cputune>", pins + "  </cputune>", 1)
-        return x.replace("  <os>", "  <cputune>\n%s  </cputune>\n  <os>" % pins, 1)
 
     def definition_own(self):
         """{thread key: own set} of the definition: ("vcpu", v), ("emulator",), ("io", id)."""
@@ -113,27 +95,13 @@ class SoakGuest(T.Guest):
         """A new QEMU process: connect to its control channel again. wait_ready: a booting
         guest; its 'ready' line is sent once, so a guest that booted before the connection is
         asked for a command's acknowledgement instead."""
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
+        self.close_control()
         self._stop = threading.Event()
         if wait_ready:
             self._ready = threading.Event()
         self.connect()
         if wait_ready and not self._ready.wait(60):
             self.set_load(0, timeout=120)
-
-    def close_control(self):
-        self._stop.set()
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
 
 
 def thread_key(pid, tid, comm):
@@ -194,8 +162,7 @@ class Soak:
         self.t_start = None
         self.wall_start = None
         self.cfg = self.sock = None
-        self.hook_backup = None
-        self.hook_installed = False
+        self.hook = None
 
     # ---- bookkeeping ----
     def count(self, invariant, n=1):
@@ -251,19 +218,7 @@ class Soak:
     # ---- status latency (its own thread: a socket request every 0.5 s) ----
     def status_once(self):
         t0 = time.monotonic()
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        try:
-            s.connect(self.sock)
-            s.sendall(b'{"command":"status"}\n')
-            buf = b""
-            while not buf.endswith(b"\n"):
-                data = s.recv(65536)
-                if not data:
-                    break
-                buf += data
-        finally:
-            s.close()
+        buf = T.control_request(self.sock, b'{"command":"status"}\n')
         took = time.monotonic() - t0
         json.loads(buf.decode())
         return took
@@ -317,30 +272,7 @@ class Soak:
             self.daemon_down()
             self.start_daemon()
 
-    # ---- the hook (for the restore rewrite), for this run's guests only ----
-    def install_hook(self):
-        hook = T.binary("softaff-hook")
-        wrapper = os.path.join(T.workdir(), "hook-wrapper")
-        with open(wrapper, "w") as f:
-            f.write("#!/bin/sh\n# softaff soak.py (pid %d)\n"
-                    'case "$1" in %s%d-*) SOFTAFF_CONFIG=%s exec %s "$@";; esac\nexit 0\n'
-                    % (os.getpid(), T.NAME_PREFIX, os.getpid(), self.cfg, hook))
-        os.chmod(wrapper, 0o755)
-        if os.path.lexists(HOOK_PATH):
-            self.hook_backup = os.path.join(T.workdir(), "50-softaff.orig")
-            shutil.move(HOOK_PATH, self.hook_backup)
-        self.hook_installed = True
-        T.run_cmd(["bash", INSTALL_HOOK, wrapper])
-        time.sleep(0.5)
-
-    def uninstall_hook(self):
-        if not self.hook_installed:
-            return
-        self.hook_installed = False
-        T.run_cmd(["bash", INSTALL_HOOK, "--uninstall"], check=False)
-        if self.hook_backup:
-            shutil.move(self.hook_backup, HOOK_PATH)
-
+    # ---- the hook (for the restore rewrite): T.TestHook, for this run's guests only ----
     def hook_rewrite(self, name, op, xml):
         env = dict(os.environ, SOFTAFF_CONFIG=self.cfg, LC_ALL="C")
         p = subprocess.run([T.binary("softaff-hook"), name, op, "begin", "-"],
@@ -705,7 +637,8 @@ class Soak:
             layout="custom", custom="0;1", interval_ms=500, manage="all",
             extra={"rule soak": {"match_name": mine, "softness": 50},
                    "rule others": {"match_name": "*", "mode": "off"}})
-        self.install_hook()
+        self.hook = T.TestHook(self.cfg)
+        self.hook.install()
         for spec in soakgen.GUESTS:
             g = SoakGuest(spec)
             self.guests[spec["label"]] = g
@@ -765,7 +698,8 @@ class Soak:
         finally:
             self.stop_event.set()
             self.wall_end = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-            self.uninstall_hook()
+            if self.hook:
+                self.hook.uninstall()
             self.result = self.report()
         return self.result
 
