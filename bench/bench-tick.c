@@ -680,6 +680,71 @@ static void raise_file_limit(guint n_vms)
     }
 }
 
+/* The sensor looks for the kernel's BTF under SOFTAFF_SYSFS_ROOT, the fixture's. */
+static void link_fixture_btf(void)
+{
+    g_autofree char *btf_dir = g_build_filename(fake_host_root(bench.host), "sys/kernel/btf", NULL);
+    g_autofree char *btf = g_build_filename(btf_dir, "vmlinux", NULL);
+    if (g_file_test("/sys/kernel/btf/vmlinux", G_FILE_TEST_EXISTS) &&
+        (g_mkdir_with_parents(btf_dir, 0755) != 0 || symlink("/sys/kernel/btf/vmlinux", btf) != 0))
+        fprintf(stderr, "bench-tick: cannot link %s to /sys/kernel/btf/vmlinux: %s\n", btf,
+                g_strerror(errno));
+}
+
+/* The BPF path on real threads: their first tick tracks them, then the map is read in batches
+ * once a tick. */
+static bool run_bpf_scenario(guint ticks, guint warmup, guint interval_ms, TickResult *out)
+{
+    guint n_threads = bench.n_vms * VCPUS;
+    link_fixture_btf();
+    bench.tids = g_new0(pid_t, n_threads);
+    if (!start_threads(bench.tids, n_threads)) {
+        out->skipped = true;
+        return false;
+    }
+    g_autofree char *what = g_strdup_printf(
+        "BPF sampling path, %u real threads (spin %u us every 0.5-1.5 s), auto homes", n_threads,
+        spin_us);
+    bool ok = run_scenario(what, 0.0, true, ticks, warmup, interval_ms, out);
+    stop_threads();
+    g_clear_pointer(&bench.tids, g_free);
+    return ok;
+}
+
+typedef struct {
+    bool proc_path, bpf_path;
+    TickResult even, hot, bpf;
+    long peak_kib;
+} Summary;
+
+/* The summary lines against the targets; true when every measured figure meets its own. */
+static bool print_summary(const Summary *m)
+{
+    double worst_total = MAX(m->even.total[0][1], m->hot.total[0][1]);
+    double worst_policy = MAX(MAX(m->even.total[3][1], m->hot.total[3][1]), m->bpf.total[3][1]);
+    bool tick_ok = worst_total <= TARGET_TICK_MS, policy_ok = worst_policy <= TARGET_POLICY_MS;
+    bool bpf_ok = !m->bpf_path || m->bpf.skipped || m->bpf.total[0][1] <= TARGET_BPF_TICK_MS;
+    bool rss_ok = !m->proc_path || m->peak_kib <= TARGET_RSS_KIB;
+    printf("summary: ");
+    if (m->proc_path)
+        printf("/proc path: tick p95 %.3f ms (target <= %.0f) %s; ", worst_total, TARGET_TICK_MS,
+               tick_ok ? "OK" : "OVER");
+    printf("policy p95 %.3f ms (target <= %.0f) %s", worst_policy, TARGET_POLICY_MS,
+           policy_ok ? "OK" : "OVER");
+    if (m->proc_path)
+        printf("; peak RSS of the whole bench process %ld KiB (target <= %d) %s", m->peak_kib,
+               TARGET_RSS_KIB, rss_ok ? "OK" : "OVER");
+    printf("\n");
+    if (m->bpf_path && m->bpf.skipped)
+        printf("summary: BPF path: not measured (above)\n");
+    else if (m->bpf_path)
+        printf("summary: BPF path: sampling + policy + apply p95 %.3f ms at %u vCPUs (goal <= %.0f "
+               "ms) %s; its vCPU sampling p95 %.3f ms\n",
+               m->bpf.total[0][1], bench.n_vms * VCPUS, TARGET_BPF_TICK_MS, bpf_ok ? "OK" : "OVER",
+               m->bpf.total[2][1]);
+    return tick_ok && policy_ok && rss_ok && bpf_ok;
+}
+
 int main(int argc, char **argv)
 {
     BenchOptions o = {.ticks = 40, .warmup = 6, .interval_ms = 500, .n_vms = 1000, .spin_us = 20};
@@ -689,13 +754,13 @@ int main(int argc, char **argv)
     bool all = g_str_equal(sc, "all"), both = g_str_equal(sc, "both");
     bool even = all || both || g_str_equal(sc, "even");
     bool hot = all || both || g_str_equal(sc, "hot");
-    bool bpf = all || g_str_equal(sc, "bpf");
-    if (!even && !hot && !bpf) {
+    Summary m = {.proc_path = even || hot, .bpf_path = all || g_str_equal(sc, "bpf")};
+    if (!m.proc_path && !m.bpf_path) {
         fprintf(stderr, "bench-tick: --scenario is even, hot, both, bpf or all\n");
         return 2;
     }
     spin_us = (guint)o.spin_us;
-    if (bpf && !fork_threads_child()) {
+    if (m.bpf_path && !fork_threads_child()) {
         fprintf(stderr, "bench-tick: cannot start the process of the threads: %s\n",
                 g_strerror(errno));
         return 1;
@@ -709,70 +774,24 @@ int main(int argc, char **argv)
     printf("host: %d CPUs in %d NUMA nodes (layout node, fixture in %s), %d VMs x %d vCPUs\n",
            N_CPUS, N_NODES, fake_host_root(bench.host), o.n_vms, VCPUS);
     bool ok = true;
-    TickResult r_even = {0}, r_hot = {0}, r_bpf = {0};
     guint t = (guint)o.ticks, w = (guint)o.warmup, iv = (guint)o.interval_ms;
     if (even)
-        ok = run_scenario("auto homes", 0.0, false, t, w, iv, &r_even) && ok;
+        ok = run_scenario("auto homes", 0.0, false, t, w, iv, &m.even) && ok;
     if (hot)
         ok = run_scenario("40% of the VMs homed on node 0 (bursting)", 0.4, false, t, w, iv,
-                          &r_hot) &&
+                          &m.hot) &&
              ok;
     /* VmHWM, not ru_maxrss: the latter keeps the peak of whatever ran before exec (a Python
      * driver, a shell) in the same process. Read before the BPF scenario's threads. */
-    long peak_kib = rss_kib("VmHWM:");
-    guint n_threads = bench.n_vms * VCPUS;
-    if (bpf) {
-        /* The sensor looks for the kernel's BTF under SOFTAFF_SYSFS_ROOT, the fixture's. */
-        g_autofree char *btf_dir =
-            g_build_filename(fake_host_root(bench.host), "sys/kernel/btf", NULL);
-        g_autofree char *btf = g_build_filename(btf_dir, "vmlinux", NULL);
-        if (g_file_test("/sys/kernel/btf/vmlinux", G_FILE_TEST_EXISTS) &&
-            (g_mkdir_with_parents(btf_dir, 0755) != 0 ||
-             symlink("/sys/kernel/btf/vmlinux", btf) != 0))
-            fprintf(stderr, "bench-tick: cannot link %s to /sys/kernel/btf/vmlinux: %s\n", btf,
-                    g_strerror(errno));
-        /* The BPF path on real threads: their first tick tracks them, then the map is read in
-         * batches once a tick. */
-        bench.tids = g_new0(pid_t, n_threads);
-        if (!start_threads(bench.tids, n_threads))
-            return 1;
-        g_autofree char *what = g_strdup_printf(
-            "BPF sampling path, %u real threads (spin %u us every 0.5-1.5 s), auto homes",
-            n_threads, spin_us);
-        ok = run_scenario(what, 0.0, true, t, w, iv, &r_bpf) && ok;
-        stop_threads();
-        g_clear_pointer(&bench.tids, g_free);
-    }
-
-    double worst_total = MAX(r_even.total[0][1], r_hot.total[0][1]);
-    double worst_policy = MAX(MAX(r_even.total[3][1], r_hot.total[3][1]), r_bpf.total[3][1]);
-    bool tick_ok = worst_total <= TARGET_TICK_MS, policy_ok = worst_policy <= TARGET_POLICY_MS;
-    bool bpf_ok = !bpf || r_bpf.skipped || r_bpf.total[0][1] <= TARGET_BPF_TICK_MS;
-    bool rss_ok = !(even || hot) || peak_kib <= TARGET_RSS_KIB;
-    if (even || hot)
-        printf("summary: /proc path: tick p95 %.3f ms (target <= %.0f) %s; ", worst_total,
-               TARGET_TICK_MS, tick_ok ? "OK" : "OVER");
-    else
-        printf("summary: ");
-    printf("policy p95 %.3f ms (target <= %.0f) %s; ", worst_policy, TARGET_POLICY_MS,
-           policy_ok ? "OK" : "OVER");
-    if (even || hot)
-        printf("peak RSS of the whole bench process %ld KiB (target <= %d) %s\n", peak_kib,
-               TARGET_RSS_KIB, rss_ok ? "OK" : "OVER");
-    else
-        printf("\n");
-    if (bpf && r_bpf.skipped)
-        printf("summary: BPF path: not measured (above)\n");
-    else if (bpf)
-        printf("summary: BPF path: sampling + policy + apply p95 %.3f ms at %u vCPUs (goal <= %.0f "
-               "ms) %s; its vCPU sampling p95 %.3f ms\n",
-               r_bpf.total[0][1], n_threads, TARGET_BPF_TICK_MS, bpf_ok ? "OK" : "OVER",
-               r_bpf.total[2][1]);
+    m.peak_kib = rss_kib("VmHWM:");
+    if (m.bpf_path && !run_bpf_scenario(t, w, iv, &m.bpf))
+        ok = false;
+    bool met = print_summary(&m);
     if (o.keep)
         printf("fixture kept in %s\n", fake_host_root(bench.host));
     fake_host_free(bench.host, o.keep);
     g_rand_free(bench.rand);
     g_free(bench.vms);
     g_free(o.scenario);
-    return ok && tick_ok && policy_ok && rss_ok && bpf_ok ? 0 : 1;
+    return ok && met ? 0 : 1;
 }

@@ -166,8 +166,8 @@ static guint on_cpu(GArray *events, int cpu)
     return n;
 }
 
-/* An ignored spinner and a plain one on the watched CPU: the plain one's waits make an event
- * within 100 ms, and no more than one per window. */
+/* An ignored spinner and a plain one on the watched CPU: the plain one's waits make an event,
+ * and no more than one per window. */
 static void test_event(void)
 {
     g_autoptr(SaSense) s = sense_or_skip();
@@ -187,7 +187,9 @@ static void test_event(void)
     g_array_set_size(events, 0);
     start = g_get_monotonic_time();
     spinner_start(&owner, cpu, 1000000, 0);
-    while (events->len == 0 && g_get_monotonic_time() - start < 100000)
+    /* Within a window or two on a quiet host; the deadline only bounds a host too loaded to
+     * run the spinners (how fast the event comes is bench-sensing's figure). */
+    while (events->len == 0 && g_get_monotonic_time() - start < 2000000)
         collect(s, events, 5);
     g_test_message("first event after %" G_GINT64_FORMAT " µs", g_get_monotonic_time() - start);
     g_assert_cmpuint(events->len, >, 0);
