@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "control-server.h"
+#include "core-bed.h"
 #include "core-private.h"
-#include "fake-host.h"
-#include "recorder.h"
+#include "log-capture.h"
 
 /* The status reply must not fit in a socket's buffers (a few hundred KiB), so that the server
  * has to wait for the reader: this many VMs with keys (uuids, not logged) this long. */
@@ -35,22 +35,6 @@ typedef struct {
     RecVm *vms[N_VMS];
     char *dir, *path;
 } Fx;
-
-static GString *captured;
-
-static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
-                                       gpointer user_data)
-{
-    for (gsize i = 0; i < n; i++)
-        if (g_str_equal(fields[i].key, "MESSAGE")) {
-            g_string_append_printf(captured, "%s\n", (const char *)fields[i].value);
-            if (g_test_verbose())
-                g_printerr("# log: %s\n", (const char *)fields[i].value);
-        }
-    if (level & G_LOG_LEVEL_CRITICAL)
-        return g_log_writer_default(level, fields, n, user_data);
-    return G_LOG_WRITER_HANDLED;
-}
 
 static void add_vms(Fx *fx)
 {
@@ -70,12 +54,9 @@ static void add_vms(Fx *fx)
 static void fx_setup(Fx *fx, gconstpointer data)
 {
     g_autoptr(GError) error = NULL;
-    g_string_truncate(captured, 0);
+    log_capture_clear();
     fx->host = fake_host_new(NULL, 1, 2);
-    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
-    g_assert_no_error(error);
-    fx->core = sa_core_new(sa_config_new_default(), topo, FALSE, &error);
-    g_assert_no_error(error);
+    fx->core = bed_core_new(sa_config_new_default(), TRUE);
     if (data)
         add_vms(fx);
     fx->dir = g_dir_make_tmp("softaff-ctl-XXXXXX", &error);
@@ -162,14 +143,6 @@ static void assert_status_reply(const GString *reply)
     json_object_put(o);
 }
 
-static guint count_in_log(const char *needle)
-{
-    guint n = 0;
-    for (const char *p = strstr(captured->str, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
 /* ---- replies that do not fit in the socket ---- */
 
 /* A client taking a few bytes now and then: the loop keeps turning, another client is answered
@@ -198,7 +171,7 @@ static void test_slow_reader(Fx *fx, gconstpointer data)
     g_string_append_len(got, rest->str, rest->len);
     assert_status_reply(got);
     close(slow);
-    g_assert_cmpuint(count_in_log("dropped"), ==, 0);
+    g_assert_cmpuint(log_count("dropped"), ==, 0);
 }
 
 /* A client that never reads its reply is dropped at the reply's deadline, with one line. */
@@ -206,15 +179,15 @@ static void test_stalled_reader(Fx *fx, gconstpointer data)
 {
     int fd = send_request(fx->path, "{\"command\":\"status\"}\n");
     gint64 start = g_get_monotonic_time();
-    while (count_in_log("dropped") == 0 && g_get_monotonic_time() - start < 15 * G_USEC_PER_SEC) {
+    while (log_count("dropped") == 0 && g_get_monotonic_time() - start < 15 * G_USEC_PER_SEC) {
         g_assert_cmpint(turn(), <, MAX_TURN_US);
         g_usleep(2000);
     }
     gint64 waited = g_get_monotonic_time() - start;
     g_assert_cmpint(waited, >=, 4 * G_USEC_PER_SEC);
     g_assert_cmpint(waited, <, 12 * G_USEC_PER_SEC);
-    g_assert_cmpuint(count_in_log("dropped the client of uid"), ==, 1);
-    g_assert_nonnull(strstr(captured->str, "-byte reply in 5000 ms"));
+    g_assert_cmpuint(log_count("dropped the client of uid"), ==, 1);
+    g_assert_nonnull(strstr(log_captured(), "-byte reply in 5000 ms"));
     /* What was sent is there, then the end: no whole reply. */
     g_autoptr(GString) got = read_all(fd, 3 * G_USEC_PER_SEC);
     g_assert_cmpuint(got->len, >, 0);
@@ -231,7 +204,7 @@ static void test_slow_request(Fx *fx, gconstpointer data)
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 1900 * 1000);
     g_assert_nonnull(strstr(got->str, "\"ok\":false"));
     g_assert_nonnull(strstr(got->str, "request not complete within 2000 ms"));
-    g_assert_cmpuint(count_in_log("dropped the client of uid"), ==, 1);
+    g_assert_cmpuint(log_count("dropped the client of uid"), ==, 1);
     close(fd);
 }
 
@@ -356,7 +329,7 @@ static void test_emfile(Fx *fx, gconstpointer data)
     }
     /* A spinning accept is dispatched on every turn (hundreds); backing off, a few times. */
     g_assert_cmpuint(dispatched, <, 50);
-    g_assert_cmpuint(count_in_log("cannot accept a connection"), ==, 1);
+    g_assert_cmpuint(log_count("cannot accept a connection"), ==, 1);
 
     for (guint i = 0; i < fillers->len; i++)
         close(g_array_index(fillers, int, i));
@@ -365,17 +338,15 @@ static void test_emfile(Fx *fx, gconstpointer data)
     g_assert_cmpint(send(fd, line, strlen(line), MSG_NOSIGNAL), ==, (ssize_t)strlen(line));
     g_autoptr(GString) reply = read_all(fd, 3 * G_USEC_PER_SEC);
     assert_status_reply(reply);
-    g_assert_cmpuint(count_in_log("accepting connections again"), ==, 1);
+    g_assert_cmpuint(log_count("accepting connections again"), ==, 1);
     close(fd);
 }
 
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
-    captured = g_string_new(NULL);
     /* The server warns on purpose (out of descriptors): warnings are captured, not fatal. */
-    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
-    g_log_set_writer_func(capture_writer, NULL, NULL);
+    log_capture_start();
     static const int with_vms = 1;
 #define ADD(name, vms, fn) g_test_add("/server/" name, Fx, vms, fx_setup, fn, fx_teardown)
     ADD("slow-reader", &with_vms, test_slow_reader);
@@ -384,7 +355,5 @@ int main(int argc, char **argv)
     ADD("root-slot", NULL, test_root_slot);
     ADD("emfile", NULL, test_emfile);
 #undef ADD
-    int rc = g_test_run();
-    g_string_free(captured, TRUE);
-    return rc;
+    return g_test_run();
 }

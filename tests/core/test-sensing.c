@@ -301,19 +301,6 @@ static void schedstat(pid_t tid, guint64 *run)
     g_assert_true(sa_schedstat_parse(text, run, &delay, NULL));
 }
 
-typedef struct {
-    Spinner sp;
-    atomic_int tid;
-} VcpuThread;
-
-static void *vcpu_spin(void *data)
-{
-    VcpuThread *v = data;
-
-    atomic_store(&v->tid, (int)gettid());
-    return spin(&v->sp);
-}
-
 /* A managed VM whose "vCPUs" are two spinning threads of this process: with the sensor, the
  * tick reads them from its map (run time as /proc's schedstat says), and a vCPU thread that
  * exits reads as gone. */
@@ -321,7 +308,7 @@ static void test_vcpus_via_sensor(void)
 {
     SaCore *core = core_with(SA_SENSING_AUTO);
     int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
-    VcpuThread v[2] = {0};
+    Spinner v[2] = {0};
     guint64 p0, p1;
 
     g_assert_true(sa_core_start_sensing(core, NULL));
@@ -331,10 +318,7 @@ static void test_vcpus_via_sensor(void)
     }
     g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
     for (guint i = 0; i < 2; i++) {
-        v[i].sp.cpu = cpu;
-        g_assert_cmpint(pthread_create(&v[i].sp.thread, NULL, vcpu_spin, &v[i]), ==, 0);
-        while (!atomic_load(&v[i].tid))
-            g_usleep(100);
+        spin_start(&v[i], cpu);
         pid_t tid = atomic_load(&v[i].tid);
         g_array_append_val(tids, tid);
     }
@@ -359,7 +343,7 @@ static void test_vcpus_via_sensor(void)
     g_assert_cmpint(d->last_cpu, ==, cpu);
     g_assert_cmpfloat(fabs((double)d->run_ns - (double)(p1 - p0)), <, 0.1 * (p1 - p0) + 5e6);
 
-    spin_stop(&v[1].sp);
+    spin_stop(&v[1]);
     /* Its exit is done (the map forgot it) once /proc forgot it too. */
     g_autofree char *gone = g_strdup_printf("/proc/self/task/%d", g_array_index(tids, pid_t, 1));
     for (int i = 0; i < 1000 && g_file_test(gone, G_FILE_TEST_EXISTS); i++)
@@ -368,7 +352,7 @@ static void test_vcpus_via_sensor(void)
     d = &g_array_index(vm->sampling.deltas, SaVcpuSample, 1);
     g_assert_cmpint(d->last_cpu, ==, -1);
     g_assert_cmpuint(d->run_ns, ==, 0);
-    spin_stop(&v[0].sp);
+    spin_stop(&v[0]);
     sa_core_free(core);
     rec_vm_unref(rec);
 }
@@ -389,7 +373,7 @@ static void test_vcpus_found_after_reading(void)
     int cpu = (int)sysconf(_SC_NPROCESSORS_ONLN) - 1;
     const char *names[2] = {"a-vm", "b-vm"};
     SaBackendOps ops = rec_ops;
-    VcpuThread v[2] = {0};
+    Spinner v[2] = {0};
     RecVm *rec[2];
     SaVm *vm[2];
 
@@ -404,10 +388,7 @@ static void test_vcpus_found_after_reading(void)
         g_autoptr(GArray) tids = g_array_new(FALSE, TRUE, sizeof(pid_t));
         g_autofree char *key = g_strdup_printf("key-%s", names[i]);
 
-        v[i].sp.cpu = cpu;
-        g_assert_cmpint(pthread_create(&v[i].sp.thread, NULL, vcpu_spin, &v[i]), ==, 0);
-        while (!atomic_load(&v[i].tid))
-            g_usleep(100);
+        spin_start(&v[i], cpu);
         pid_t tid = atomic_load(&v[i].tid);
         g_array_append_val(tids, tid);
         SaVmFacts *f = rec_facts(key, names[i], getpid(), 1);
@@ -433,7 +414,7 @@ static void test_vcpus_found_after_reading(void)
         g_assert_cmpuint(d->run_ns, >, 0);
     }
     /* The second VM's thread exits: it reads as gone, and the first's still reads. */
-    spin_stop(&v[1].sp);
+    spin_stop(&v[1]);
     g_autofree char *gone = g_strdup_printf("/proc/self/task/%d", atomic_load(&v[1].tid));
     for (int i = 0; i < 1000 && g_file_test(gone, G_FILE_TEST_EXISTS); i++)
         g_usleep(1000);
@@ -441,7 +422,7 @@ static void test_vcpus_found_after_reading(void)
     g_assert_cmpuint(lost_reports, ==, 1);
     g_assert_cmpint(g_array_index(vm[1]->sampling.deltas, SaVcpuSample, 0).last_cpu, ==, -1);
     g_assert_cmpint(g_array_index(vm[0]->sampling.deltas, SaVcpuSample, 0).last_cpu, ==, cpu);
-    spin_stop(&v[0].sp);
+    spin_stop(&v[0]);
     sa_core_free(core);
     for (guint i = 0; i < 2; i++)
         rec_vm_unref(rec[i]);

@@ -1,5 +1,6 @@
 /* softaffd core, unit tests: the real core (registry, sampling, policy, actuator) on a fake
- * host (sysfs + /proc in a temporary directory) with a recording backend. No libvirt, no VM.
+ * host (sysfs + /proc in a temporary directory) with a recording backend, the bed of
+ * tests/support/core-bed.h. No libvirt, no VM.
  *
  * The fake kernel: between ticks, each VM's vCPUs run on the CPUs of the set last pinned (every
  * CPU before the first pin), vCPU v on the v-th CPU of that set (round robin); a CPU with more
@@ -12,227 +13,56 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core-bed.h"
 #include "core-private.h"
-#include "fake-host.h"
 #include "judge.h"
-#include "recorder.h"
+#include "log-capture.h"
 #include "sa-error.h"
 #include "sa-metrics.h"
 
-#define MAX_VMS 12
-#define MAX_VCPUS 8
-#define STEP_MS 15
+#define MAX_VMS BED_MAX_VMS
 
-typedef struct {
-    char *key;
-    pid_t pid;
-    guint n_vcpus;
-    RecVm *rec;
-    gboolean gone; /* its process was removed from the fake /proc */
-    double load[MAX_VCPUS];
-    double run[MAX_VCPUS], delay[MAX_VCPUS];
-} TVm;
-
-typedef struct {
-    FakeHost *host;
-    SaCore *core;
-    TVm vms[MAX_VMS];
-    guint n_vms;
-    gint64 last_us;
-    gboolean stopped;
-} Fx;
-
-/* ---- captured log ---- */
-
-static GString *captured;
-
-static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
-                                       gpointer user_data)
-{
-    for (gsize i = 0; i < n; i++)
-        if (g_str_equal(fields[i].key, "MESSAGE")) {
-            g_string_append_printf(captured, "%s\n", (const char *)fields[i].value);
-            if (g_test_verbose())
-                g_printerr("# log: %s\n", (const char *)fields[i].value);
-        }
-    if (level & G_LOG_LEVEL_CRITICAL)
-        return g_log_writer_default(level, fields, n, user_data);
-    return G_LOG_WRITER_HANDLED;
-}
-
-static guint count_in_log(const char *needle)
-{
-    guint n = 0;
-    for (const char *p = strstr(captured->str, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
-/* ---- fixture ---- */
+/* The fixture: the bed, its fake kernel placing each VM's vCPUs on its last pin. */
+typedef CoreBed Fx;
 
 static SaConfig *test_config(void)
 {
-    SaConfig *cfg = sa_config_new_default();
-    cfg->policy.dwell_ms = 0;
-    cfg->policy.smoothing = 1.0;
+    SaConfig *cfg = bed_config();
     cfg->command_timeout_ms = 100;
     cfg->stop_timeout_ms = 300;
-    cfg->interval_ms = 3 * STEP_MS; /* the first back-off of a failed pin */
     return cfg;
 }
 
 static void fx_setup(Fx *fx, gconstpointer data)
 {
-    g_string_truncate(captured, 0);
-    rec_log_clear();
-    fx->host = fake_host_new(NULL, 2, 2); /* node 0: CPUs 0-1, node 1: CPUs 2-3 */
-    g_autoptr(GError) error = NULL;
-    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
-    g_assert_no_error(error);
-    g_assert_cmpuint(topo->partitions->len, ==, 2);
-    fx->core = sa_core_new(test_config(), topo, FALSE, &error);
-    g_assert_no_error(error);
-    /* No mover thread reading the fake /proc behind the tests' backs: the memory tests drive
-     * one of their own. */
-    sa_mover_free(fx->core->mover);
-    fx->core->mover = sa_mover_new(&sa_mover_host_ops, NULL, 256, false);
-    fx->last_us = g_get_monotonic_time();
+    log_capture_clear();
+    bed_init(fx, test_config());
 }
 
 static void fx_teardown(Fx *fx, gconstpointer data)
 {
-    for (guint i = 0; i < fx->n_vms; i++) {
-        rec_vm_set_mode(fx->vms[i].rec, REC_OK); /* unblock whatever still waits */
-        rec_vm_release(fx->vms[i].rec);
-    }
-    sa_core_settle(fx->core, 2000);
-    sa_core_free(fx->core);
-    for (guint i = 0; i < fx->n_vms; i++) {
-        rec_vm_unref(fx->vms[i].rec);
-        g_free(fx->vms[i].key);
-    }
-    fake_host_free(fx->host, FALSE);
-}
-
-/* Settings: preferred < -1 means none at all (config defaults); -1 auto. */
-static SaVmFacts *vm_facts(const TVm *v, const char *name, int preferred)
-{
-    SaVmFacts *f = rec_facts(v->key, name, v->pid, v->n_vcpus);
-    if (preferred >= -1) {
-        f->has_settings = true;
-        f->settings.preferred = preferred;
-    }
-    return f;
+    bed_clear(fx);
 }
 
 /* A VM with a Nova flavor (NULL: none), reported to the core. */
-static TVm *add_vm_flavor(Fx *fx, const char *name, guint n_vcpus, int preferred, double load,
-                          const char *flavor)
+static BedVm *add_vm_flavor(Fx *fx, const char *name, guint n_vcpus, int preferred, double load,
+                            const char *flavor)
 {
-    g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
-    TVm *v = &fx->vms[fx->n_vms++];
-    v->key = g_strdup_printf("key-%s", name);
-    v->pid = 1000 + 100 * (pid_t)fx->n_vms;
-    v->n_vcpus = n_vcpus;
-    for (guint i = 0; i < n_vcpus; i++)
-        v->load[i] = load;
-    fake_host_add_process(fx->host, v->pid, n_vcpus);
-    g_autoptr(SaVmFacts) f = vm_facts(v, name, preferred);
+    BedVm *v = bed_vm(fx, name, 0, n_vcpus, load);
+    g_autoptr(SaVmFacts) f = bed_facts(v, name, preferred);
     f->flavor = g_strdup(flavor);
-    v->rec = rec_vm_new(v->key, f);
-    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
+    bed_report(fx, v, g_steal_pointer(&f));
     return v;
 }
 
-static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, double load)
+static BedVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, double load)
 {
     return add_vm_flavor(fx, name, n_vcpus, preferred, load, NULL);
 }
 
-static SaVm *core_vm(Fx *fx, const TVm *v)
+static SaVm *core_vm(Fx *fx, const BedVm *v)
 {
     return sa_core_lookup(fx->core, v->key);
-}
-
-static void set_load(TVm *v, double load)
-{
-    for (guint i = 0; i < v->n_vcpus; i++)
-        v->load[i] = load;
-}
-
-/* The set the fake kernel runs v on: its last pin, else every CPU. */
-static SaCpuSet *given_set(Fx *fx, TVm *v)
-{
-    g_autofree char *text = rec_vm_last_vcpus(v->rec);
-    if (text[0] == '\0') {
-        SaCpuSet *all = sa_cpuset_new();
-        sa_cpuset_add_range(all, 0, fake_host_n_cpus(fx->host) - 1);
-        return all;
-    }
-    return sa_cpuset_parse(text, NULL);
-}
-
-static int nth_cpu(const SaCpuSet *set, guint n)
-{
-    guint k = n % MAX(sa_cpuset_count(set), 1);
-    int c = sa_cpuset_next(set, -1);
-    for (guint i = 0; i < k && c >= 0; i++)
-        c = sa_cpuset_next(set, c);
-    return c;
-}
-
-/* The fake kernel for the time since the last step. */
-static void simulate(Fx *fx)
-{
-    gint64 now = g_get_monotonic_time();
-    double dt = (double)(now - fx->last_us) * 1e3;
-    fx->last_us = now;
-    double demand[16] = {0};
-    int cpu[MAX_VMS][MAX_VCPUS];
-    for (guint i = 0; i < fx->n_vms; i++) {
-        if (fx->vms[i].gone)
-            continue;
-        g_autoptr(SaCpuSet) set = given_set(fx, &fx->vms[i]);
-        for (guint v = 0; v < fx->vms[i].n_vcpus; v++) {
-            cpu[i][v] = nth_cpu(set, v);
-            demand[cpu[i][v]] += fx->vms[i].load[v];
-        }
-    }
-    for (guint c = 0; c < fake_host_n_cpus(fx->host); c++)
-        fake_host_account_cpu(fx->host, c, demand[c], dt);
-    fake_host_write_stat(fx->host);
-    for (guint i = 0; i < fx->n_vms; i++) {
-        TVm *t = &fx->vms[i];
-        for (guint v = 0; !t->gone && v < t->n_vcpus; v++) {
-            double l = demand[cpu[i][v]], run = l > 1 ? t->load[v] / l : t->load[v];
-            t->run[v] += run * dt;
-            t->delay[v] += (t->load[v] - run) * dt;
-            fake_host_set_vcpu(fx->host, t->pid, v, t->run[v], t->delay[v], cpu[i][v]);
-        }
-    }
-}
-
-/* n ticks: wait, play the kernel, tick, let the commands answer. */
-static void step(Fx *fx, guint n)
-{
-    for (guint i = 0; i < n; i++) {
-        g_usleep(STEP_MS * 1000);
-        simulate(fx);
-        sa_core_tick(fx->core);
-        sa_core_settle(fx->core, 50);
-    }
-}
-
-/* Steps until v's last pinned set is want; returns the ticks it took, or G_MAXUINT. */
-static guint step_until_pinned(Fx *fx, TVm *v, const char *want, guint max)
-{
-    for (guint i = 1; i <= max; i++) {
-        step(fx, 1);
-        g_autofree char *got = rec_vm_last_vcpus(v->rec);
-        if (g_str_equal(got, want))
-            return i;
-    }
-    return G_MAXUINT;
 }
 
 /* The member of the VM's status object, as text. */
@@ -255,9 +85,9 @@ static char *status_member(Fx *fx, const char *name, const char *member)
 /* Two auto VMs get different homes, are pinned there once, and their homes are written. */
 static void test_placement(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, -1, 0.05);
-    TVm *b = add_vm(fx, "b", 2, -1, 0.05);
-    step(fx, 4);
+    BedVm *a = add_vm(fx, "a", 2, -1, 0.05);
+    BedVm *b = add_vm(fx, "b", 2, -1, 0.05);
+    bed_step(fx, 4);
     g_autofree char *va = rec_vm_last_vcpus(a->rec);
     g_autofree char *vb = rec_vm_last_vcpus(b->rec);
     g_assert_cmpstr(va, ==, "0-1");
@@ -275,22 +105,17 @@ static void test_placement(Fx *fx, gconstpointer data)
 /* A busy VM bursts onto the idle partition, and retreats when that partition's owner works. */
 static void test_burst_and_retreat(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
-    TVm *b = add_vm(fx, "b", 2, 1, 0.0);
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 3), <=, 3);
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 6), <=, 6);
+    BedVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    BedVm *b = add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-1", 3), <=, 3);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-3", 6), <=, 6);
     g_assert_cmpuint(core_vm(fx, a)->stats.bursts, >=, 1);
     g_autofree char *state = status_member(fx, "a", "state");
     g_assert_cmpstr(state, ==, "\"burst\"");
-    set_load(b, 1.0);
+    bed_vm_set_load(b, 1.0);
     /* The owner's load step: A leaves within two ticks. */
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 2), <=, 2);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-1", 2), <=, 2);
     g_assert_cmpuint(core_vm(fx, a)->stats.retreats, >=, 1);
-}
-
-static void stopped_cb(gpointer data)
-{
-    ((Fx *)data)->stopped = TRUE;
 }
 
 /* The index of the first line of log starting with prefix at or after from, else -1. */
@@ -306,19 +131,19 @@ static int find_line(GPtrArray *log, const char *prefix, guint from)
  * began, and a pin already running when it began ends before that VM's restore starts. */
 static void test_restore_on_shutdown(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
-    TVm *b = add_vm(fx, "b", 2, 1, 0.0);
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 8), <=, 8);
+    BedVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    BedVm *b = add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-3", 8), <=, 8);
     /* B's owner load makes A retreat; A's pin is held up while the shutdown begins. */
     rec_vm_set_mode(a->rec, REC_BLOCK);
-    set_load(b, 1.0);
+    bed_vm_set_load(b, 1.0);
     for (guint i = 0; i < 4 && !rec_vm_blocked(a->rec); i++)
-        step(fx, 1);
+        bed_step(fx, 1);
     g_assert_true(rec_vm_blocked(a->rec));
     g_autoptr(GPtrArray) before = rec_log();
     guint mark = before->len;
-    sa_core_shutdown(fx->core, stopped_cb, fx);
-    step(fx, 2); /* ticks after the shutdown decide nothing */
+    sa_core_shutdown(fx->core, bed_stopped_cb, fx);
+    bed_step(fx, 2); /* ticks after the shutdown decide nothing */
     rec_vm_set_mode(a->rec, REC_OK);
     sa_core_settle(fx->core, 2000);
     g_assert_true(fx->stopped);
@@ -337,8 +162,7 @@ static void test_restore_on_shutdown(Fx *fx, gconstpointer data)
     g_assert_cmpint(last_pin, >=, 0);
     g_assert_cmpint(find_line(log, pa, (guint)last_pin + 1), ==, -1);
     g_assert_cmpint(last_pin, <, ia);
-    g_assert_cmpuint(count_in_log("restored: every thread back to its own set (vCPUs: 0-3)"), ==,
-                     2);
+    g_assert_cmpuint(log_count("restored: every thread back to its own set (vCPUs: 0-3)"), ==, 2);
 }
 
 /* A VM an earlier softaffd narrowed (its facts say so: its record is in the metadata) is
@@ -346,19 +170,13 @@ static void test_restore_on_shutdown(Fx *fx, gconstpointer data)
  * the soak's seed 1814198809, step 199); one without is left alone. */
 static void test_restore_narrowed_by_earlier(Fx *fx, gconstpointer data)
 {
-    g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
-    TVm *v = &fx->vms[fx->n_vms++];
-    v->key = g_strdup("key-earlier");
-    v->pid = 1700;
-    v->n_vcpus = 2;
-    fake_host_add_process(fx->host, v->pid, 2);
-    g_autoptr(SaVmFacts) f = vm_facts(v, "earlier", 0);
+    BedVm *v = bed_vm(fx, "earlier", 1700, 2, 0.0);
+    g_autoptr(SaVmFacts) f = bed_facts(v, "earlier", 0);
     f->narrowed = true;
-    v->rec = rec_vm_new(v->key, f);
-    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
-    TVm *plain = add_vm(fx, "plain", 2, 1, 0.0);
+    bed_report(fx, v, g_steal_pointer(&f));
+    BedVm *plain = add_vm(fx, "plain", 2, 1, 0.0);
     /* No tick: nothing pinned by this daemon. */
-    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_shutdown(fx->core, bed_stopped_cb, fx);
     sa_core_settle(fx->core, 2000);
     g_assert_true(fx->stopped);
     g_assert_cmpuint(rec_vm_pins(v->rec), ==, 0);
@@ -369,9 +187,9 @@ static void test_restore_narrowed_by_earlier(Fx *fx, gconstpointer data)
 /* SIGHUP's path: a new configuration and topology; homes are decided again, counters go on. */
 static void test_reload_keeps_counters(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    BedVm *a = add_vm(fx, "a", 4, 0, 1.0);
     add_vm(fx, "b", 2, 1, 0.0);
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 8), <=, 8);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-3", 8), <=, 8);
     SaVm *vm = core_vm(fx, a);
     guint64 bursts = vm->stats.bursts, changes = vm->stats.changes;
     double run = vm->stats.run_ns_total;
@@ -381,7 +199,7 @@ static void test_reload_keeps_counters(Fx *fx, gconstpointer data)
     g_assert_no_error(error);
     sa_core_reload(fx->core, test_config(), topo);
     g_assert_false(vm->pvm.st.placed);
-    step(fx, 4);
+    bed_step(fx, 4);
     g_assert_cmpuint(vm->stats.bursts, >=, bursts);
     g_assert_cmpuint(vm->stats.changes, >, changes);
     g_assert_cmpfloat(vm->stats.run_ns_total, >, run);
@@ -393,45 +211,45 @@ static void test_reload_keeps_counters(Fx *fx, gconstpointer data)
  * on, and its lane is dropped. */
 static void test_vanish_mid_tick(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
-    TVm *b = add_vm(fx, "b", 2, 1, 0.2);
+    BedVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    BedVm *b = add_vm(fx, "b", 2, 1, 0.2);
     rec_vm_set_mode(a->rec, REC_BLOCK);
     sa_core_tick(fx->core);
-    step(fx, 1);
+    bed_step(fx, 1);
     g_assert_true(rec_vm_blocked(a->rec));
     fake_host_remove_process(fx->host, a->pid);
     a->gone = TRUE;
     sa_core_forget(fx->core, a->key, "stopped");
     g_assert_null(core_vm(fx, a));
     rec_vm_set_mode(a->rec, REC_OK);
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_null(core_vm(fx, a));
     g_assert_null(g_hash_table_lookup(fx->core->lanes, a->key));
     g_autofree char *vb = rec_vm_last_vcpus(b->rec);
     g_assert_cmpstr(vb, ==, "2-3");
-    g_assert_cmpuint(count_in_log("a: stopped; forgotten"), ==, 1);
+    g_assert_cmpuint(log_count("a: stopped; forgotten"), ==, 1);
 }
 
 /* A transient failure keeps the VM, is logged once, shown in the status, and tried again with
  * a back-off (one tick, then doubling) until it works. */
 static void test_apply_transient(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    BedVm *a = add_vm(fx, "a", 2, 0, 0.2);
     rec_vm_set_mode(a->rec, REC_TRANSIENT);
     /* 24 steps of 15 ms: back-offs of 45, 90, 180 ms (interval 45 ms) leave room for ~4. */
-    step(fx, 24);
+    bed_step(fx, 24);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
     guint tries = rec_vm_attempts(a->rec);
     g_test_message("%u tries in 24 ticks", tries);
     g_assert_cmpuint(tries, >=, 2);
     g_assert_cmpuint(tries, <=, 6);
-    g_assert_cmpuint(count_in_log("a: pinning failed, trying again later"), ==, 1);
+    g_assert_cmpuint(log_count("a: pinning failed, trying again later"), ==, 1);
     g_assert_cmpint(core_vm(fx, a)->status, ==, SA_VM_MANAGED);
     g_autofree char *err = status_member(fx, "a", "error");
     g_assert_nonnull(strstr(err, "injected"));
     rec_vm_set_mode(a->rec, REC_OK);
     for (guint i = 0; i < 40 && rec_vm_pins(a->rec) == 0; i++)
-        step(fx, 1);
+        bed_step(fx, 1);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
     g_autofree char *cleared = status_member(fx, "a", "error");
     g_assert_cmpstr(cleared, ==, "null");
@@ -442,14 +260,13 @@ static void test_apply_transient(Fx *fx, gconstpointer data)
 /* GONE forgets the VM; a refusal leaves it unmanaged with the backend's reason. */
 static void test_apply_gone_and_refused(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
-    TVm *b = add_vm(fx, "b", 2, 1, 0.2);
+    BedVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    BedVm *b = add_vm(fx, "b", 2, 1, 0.2);
     rec_vm_set_mode(a->rec, REC_GONE);
     rec_vm_set_mode(b->rec, REC_REFUSED);
-    step(fx, 2);
+    bed_step(fx, 2);
     g_assert_null(core_vm(fx, a));
-    g_assert_cmpuint(count_in_log("a: gone (pin: the VM is gone (injected)); forgetting it"), ==,
-                     1);
+    g_assert_cmpuint(log_count("a: gone (pin: the VM is gone (injected)); forgetting it"), ==, 1);
     SaVm *vb = core_vm(fx, b);
     g_assert_nonnull(vb);
     g_assert_cmpint(vb->status, ==, SA_VM_UNMANAGED);
@@ -460,10 +277,10 @@ static void test_apply_gone_and_refused(Fx *fx, gconstpointer data)
  * and the shutdown ends within its bound; the VM is handled again once it answers. */
 static void test_stalled_backend(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
-    TVm *b = add_vm(fx, "b", 4, 1, 0.2);
+    BedVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    BedVm *b = add_vm(fx, "b", 4, 1, 0.2);
     rec_vm_set_mode(a->rec, REC_BLOCK);
-    step(fx, 1);
+    bed_step(fx, 1);
     g_usleep(150 * 1000); /* past command_timeout_ms (100) */
     sa_core_settle(fx->core, 20);
     g_assert_true(sa_vm_is_stalled(core_vm(fx, a)));
@@ -471,27 +288,27 @@ static void test_stalled_backend(Fx *fx, gconstpointer data)
     g_assert_cmpstr(state, ==, "\"stalled\"");
     g_autofree char *stalled = status_member(fx, "a", "stalled");
     g_assert_true(g_str_has_prefix(stalled, "{\"since\":"));
-    g_assert_cmpuint(count_in_log("a: pin command unanswered after 100 ms: stalled"), ==, 1);
+    g_assert_cmpuint(log_count("a: pin command unanswered after 100 ms: stalled"), ==, 1);
     /* B bursts while A is stuck. */
-    set_load(b, 1.0);
-    g_assert_cmpuint(step_until_pinned(fx, b, "0-3", 6), <=, 6);
+    bed_vm_set_load(b, 1.0);
+    g_assert_cmpuint(bed_step_until_pinned(fx, b, "0-3", 6), <=, 6);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
     /* A answers: handled again. */
     rec_vm_set_mode(a->rec, REC_OK);
-    step(fx, 2);
+    bed_step(fx, 2);
     g_assert_false(sa_vm_is_stalled(core_vm(fx, a)));
     g_assert_cmpuint(rec_vm_pins(a->rec), >=, 1);
-    g_assert_cmpuint(count_in_log("a: pin command answered after"), ==, 1);
+    g_assert_cmpuint(log_count("a: pin command answered after"), ==, 1);
     /* Stuck again at shutdown: the restore of B is done, A's is given up after the bound. */
     rec_vm_set_mode(a->rec, REC_BLOCK);
-    set_load(b, 0.0);
-    step(fx, 1);
-    sa_core_shutdown(fx->core, stopped_cb, fx);
+    bed_vm_set_load(b, 0.0);
+    bed_step(fx, 1);
+    sa_core_shutdown(fx->core, bed_stopped_cb, fx);
     sa_core_settle(fx->core, 1000);
     g_assert_true(fx->stopped);
     g_assert_true(rec_vm_blocked(a->rec) || rec_vm_restores(a->rec) == 0);
     g_assert_cmpuint(rec_vm_restores(b->rec), ==, 1);
-    g_assert_cmpuint(count_in_log("a: did not answer within 300 ms"), ==, 1);
+    g_assert_cmpuint(log_count("a: did not answer within 300 ms"), ==, 1);
 }
 
 /* More stuck VMs than workers: the pool grows by one thread per stalled VM, so a healthy VM is
@@ -503,12 +320,12 @@ static void test_many_stalled(Fx *fx, gconstpointer data)
         g_snprintf(name, sizeof name, "stuck%02u", i);
         rec_vm_set_mode(add_vm(fx, name, 1, 0, 0.1)->rec, REC_BLOCK);
     }
-    TVm *ok = add_vm(fx, "zz-ok", 1, 1, 0.1);
-    g_assert_cmpuint(step_until_pinned(fx, ok, "2-3", 20), <=, 20);
+    BedVm *ok = add_vm(fx, "zz-ok", 1, 1, 0.1);
+    g_assert_cmpuint(bed_step_until_pinned(fx, ok, "2-3", 20), <=, 20);
     g_assert_false(sa_vm_is_stalled(core_vm(fx, ok)));
     /* Every stuck VM gets a worker in the end, and is shown stalled. */
     for (guint i = 0; i < 20 && fx->core->stalled_lanes < MAX_VMS - 1; i++)
-        step(fx, 1);
+        bed_step(fx, 1);
     guint stalled = 0;
     for (guint i = 0; i + 1 < fx->n_vms; i++)
         stalled += sa_vm_is_stalled(core_vm(fx, &fx->vms[i]));
@@ -519,21 +336,21 @@ static void test_many_stalled(Fx *fx, gconstpointer data)
 /* A stopped QEMU process (SIGSTOP) is stalled until it runs again; no command is sent to it. */
 static void test_stopped_process(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
-    step(fx, 2);
+    BedVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    bed_step(fx, 2);
     guint pins = rec_vm_pins(a->rec);
-    set_load(a, 0.0);
+    bed_vm_set_load(a, 0.0);
     fake_host_set_state(fx->host, a->pid, 'T');
-    step(fx, 2);
+    bed_step(fx, 2);
     g_assert_true(sa_vm_is_stalled(core_vm(fx, a)));
     g_autofree char *state = status_member(fx, "a", "state");
     g_assert_cmpstr(state, ==, "\"stalled\"");
     sa_core_reload(fx->core, test_config(), sa_topology_load(SA_LAYOUT_NODE, NULL, NULL));
-    step(fx, 2);
+    bed_step(fx, 2);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, pins);
     fake_host_set_state(fx->host, a->pid, 'S');
-    set_load(a, 0.2);
-    step(fx, 2);
+    bed_vm_set_load(a, 0.2);
+    bed_step(fx, 2);
     g_assert_false(sa_vm_is_stalled(core_vm(fx, a)));
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, pins + 1);
 }
@@ -541,8 +358,8 @@ static void test_stopped_process(Fx *fx, gconstpointer data)
 /* Discovery runs on the VM's worker and reports; a discovery that finds nothing forgets. */
 static void test_discover(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 0, 0.2);
-    g_autoptr(SaVmFacts) f = vm_facts(a, "renamed", 1);
+    BedVm *a = add_vm(fx, "a", 2, 0, 0.2);
+    g_autoptr(SaVmFacts) f = bed_facts(a, "renamed", 1);
     RecVm *r = rec_vm_new(a->key, f);
     sa_core_discover(fx->core, &rec_ops, r, a->key, "a");
     sa_core_settle(fx->core, 1000);
@@ -569,13 +386,8 @@ static void test_discover(Fx *fx, gconstpointer data)
  * unpinned one follows the emulator's set; restore gives every thread exactly its own set. */
 static void test_per_thread_own(Fx *fx, gconstpointer data)
 {
-    g_assert_cmpuint(fx->n_vms, <, MAX_VMS);
-    TVm *v = &fx->vms[fx->n_vms++];
-    v->key = g_strdup("key-own");
-    v->pid = 1900;
-    v->n_vcpus = 2;
-    fake_host_add_process(fx->host, v->pid, 2);
-    g_autoptr(SaVmFacts) f = vm_facts(v, "own", 0);
+    BedVm *v = bed_vm(fx, "own", 1900, 2, 0.0);
+    g_autoptr(SaVmFacts) f = bed_facts(v, "own", 0);
     f->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
     g_ptr_array_add(f->vcpu_pins, sa_cpuset_parse("3", NULL));
     g_ptr_array_add(f->vcpu_pins, NULL);
@@ -586,15 +398,14 @@ static void test_per_thread_own(Fx *fx, gconstpointer data)
     f->iothread_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
     g_ptr_array_add(f->iothread_pins, sa_cpuset_parse("2-3", NULL));
     g_ptr_array_add(f->iothread_pins, NULL);
-    v->rec = rec_vm_new(v->key, f);
-    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
-    g_assert_cmpuint(step_until_pinned(fx, v, "3", 8), <=, 8);
+    bed_report(fx, v, g_steal_pointer(&f));
+    g_assert_cmpuint(bed_step_until_pinned(fx, v, "3", 8), <=, 8);
     g_autofree char *pinned = rec_vm_last_threads(v->rec);
     g_assert_cmpstr(pinned, ==, "vcpus=3;0-1 emulator=1 io1=2-3 io2=0-1");
     g_autofree char *json = sa_core_status_json(fx->core);
     g_assert_nonnull(strstr(json, "\"own\":{\"vcpus\":[\"3\",\"0-3\"],\"emulator\":\"1-2\","
                                   "\"iothreads\":{\"1\":\"2-3\",\"2\":\"0-3\"}}"));
-    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_shutdown(fx->core, bed_stopped_cb, fx);
     sa_core_settle(fx->core, 2000);
     g_autofree char *restored = rec_vm_last_threads(v->rec);
     g_assert_cmpstr(restored, ==, "vcpus=3;0-3 emulator=1-2 io1=2-3 io2=0-3");
@@ -603,28 +414,28 @@ static void test_per_thread_own(Fx *fx, gconstpointer data)
 /* Homes rebalance: two busy auto VMs homed (assigned) on node 0's two CPUs with 2 vCPUs each
  * over-commit it while node 1 idles; after the window one of them gets node 1 as its home: it is
  * pinned there and the home is written, once. With rebalance=off nothing moves. */
-static guint run_rebalance(Fx *fx, bool enabled, TVm **out_a, TVm **out_b)
+static guint run_rebalance(Fx *fx, bool enabled, BedVm **out_a, BedVm **out_b)
 {
     SaConfig *cfg = (SaConfig *)sa_core_config(fx->core);
     cfg->rebalance.enabled = enabled;
     cfg->rebalance.window_ms = 300;
-    TVm *a = add_vm(fx, "a", 2, -1, 1.0);
-    TVm *b = add_vm(fx, "b", 2, -1, 1.0);
+    BedVm *a = add_vm(fx, "a", 2, -1, 1.0);
+    BedVm *b = add_vm(fx, "b", 2, -1, 1.0);
     for (guint k = 0; k < 2; k++) {
-        TVm *v = k ? b : a;
-        g_autoptr(SaVmFacts) f = vm_facts(v, v->key + 4, -1);
+        BedVm *v = k ? b : a;
+        g_autoptr(SaVmFacts) f = bed_facts(v, v->key + 4, -1);
         f->settings.assigned = 0;
         sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
     }
-    step(fx, 60); /* 0.9 s: three windows */
+    bed_step(fx, 60); /* 0.9 s: three windows */
     *out_a = a;
     *out_b = b;
-    return count_in_log(": rebalance: home of ");
+    return log_count(": rebalance: home of ");
 }
 
 static void test_rebalance(Fx *fx, gconstpointer data)
 {
-    TVm *a, *b;
+    BedVm *a, *b;
     g_assert_cmpuint(run_rebalance(fx, true, &a, &b), ==, 1);
     /* The cheapest by name: a. It lives on node 1 now; b stays home on node 0. */
     g_assert_cmpint(rec_vm_last_assigned(a->rec), ==, 1);
@@ -635,7 +446,7 @@ static void test_rebalance(Fx *fx, gconstpointer data)
 
 static void test_rebalance_off(Fx *fx, gconstpointer data)
 {
-    TVm *a, *b;
+    BedVm *a, *b;
     g_assert_cmpuint(run_rebalance(fx, false, &a, &b), ==, 0);
     g_assert_cmpint(core_vm(fx, a)->pvm.st.home, ==, 0);
     g_assert_cmpint(core_vm(fx, b)->pvm.st.home, ==, 0);
@@ -644,14 +455,14 @@ static void test_rebalance_off(Fx *fx, gconstpointer data)
 /* A new QEMU process behind a known key is a new VM: its decisions start over. */
 static void test_new_process(Fx *fx, gconstpointer data)
 {
-    TVm *a = add_vm(fx, "a", 2, 1, 0.2);
-    g_assert_cmpuint(step_until_pinned(fx, a, "2-3", 8), <=, 8);
+    BedVm *a = add_vm(fx, "a", 2, 1, 0.2);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "2-3", 8), <=, 8);
     g_assert_cmpuint(g_queue_get_length(core_vm(fx, a)->decisions), >, 0);
     a->pid += 7;
     fake_host_add_process(fx->host, a->pid, 2);
-    g_autoptr(SaVmFacts) f = vm_facts(a, "a", 1);
+    g_autoptr(SaVmFacts) f = bed_facts(a, "a", 1);
     sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
-    g_assert_cmpuint(count_in_log("a: a new QEMU process"), ==, 1);
+    g_assert_cmpuint(log_count("a: a new QEMU process"), ==, 1);
     g_assert_cmpuint(g_queue_get_length(core_vm(fx, a)->decisions), ==, 0);
     g_assert_cmpint(core_vm(fx, a)->facts->pid, ==, a->pid);
 }
@@ -864,10 +675,10 @@ static void test_rule(Fx *fx, gconstpointer data)
     g_autoptr(GPtrArray) rules = judge_rules();
     GPtrArray *theirs = swap_rules(fx->core->cfg, rules);
     /* Alone, an automatic home would be partition 0. */
-    TVm *a = add_vm_flavor(fx, "a", 2, -2, 0.2, "m1.large");
-    g_assert_cmpuint(step_until_pinned(fx, a, "2-3", 8), <=, 8);
-    TVm *b = add_vm_flavor(fx, "b", 2, 0, 0.2, "m1.large");
-    g_assert_cmpuint(step_until_pinned(fx, b, "0-1", 8), <=, 8);
+    BedVm *a = add_vm_flavor(fx, "a", 2, -2, 0.2, "m1.large");
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "2-3", 8), <=, 8);
+    BedVm *b = add_vm_flavor(fx, "b", 2, 0, 0.2, "m1.large");
+    g_assert_cmpuint(bed_step_until_pinned(fx, b, "0-1", 8), <=, 8);
     SaVm *va = core_vm(fx, a);
     g_assert_cmpstr(va->rule, ==, "m1-large");
     g_assert_cmpint(va->settings.softness, ==, 0);
@@ -893,10 +704,10 @@ static void test_rule(Fx *fx, gconstpointer data)
     SaConfig *cfg = test_config();
     theirs = swap_rules(cfg, changed);
     sa_core_reload(fx->core, cfg, sa_topology_load(SA_LAYOUT_NODE, NULL, NULL));
-    g_autoptr(SaVmFacts) f = vm_facts(a, "a", -2);
+    g_autoptr(SaVmFacts) f = bed_facts(a, "a", -2);
     f->flavor = g_strdup("m1.large");
     sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 8), <=, 8);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-1", 8), <=, 8);
     g_assert_cmpstr(core_vm(fx, a)->rule, ==, "m1-large");
     g_assert_cmpint(core_vm(fx, a)->settings.preferred, ==, 0);
     swap_rules(fx->core->cfg, theirs);
@@ -1110,8 +921,8 @@ static void test_mover_chunks(void)
     g_assert_cmpuint(st.moved_bytes_total, ==, 2900 * FM_PAGE);
     g_assert_cmpuint(st.resident_bytes, ==, 3000 * FM_PAGE);
     g_assert_cmpuint(st.home_bytes, ==, 3000 * FM_PAGE);
-    g_assert_cmpuint(count_in_log("vm: memory move to node 1 done"), ==, 1);
-    g_assert_cmpuint(count_in_log("vm: 100.0% of its"), ==, 1);
+    g_assert_cmpuint(log_count("vm: memory move to node 1 done"), ==, 1);
+    g_assert_cmpuint(log_count("vm: 100.0% of its"), ==, 1);
     /* The same home again: nothing new. */
     guint reads = fm->reads;
     sa_mover_set_home(m, "k", "vm", fm->pid, 1, true);
@@ -1157,13 +968,13 @@ static void test_mover_unseen(void)
     g_assert_false(st.moving);
     g_assert_cmpuint(st.moved_bytes_total, ==, 2048 * FM_PAGE);
     g_assert_cmpuint(st.home_bytes, ==, 2048 * FM_PAGE);
-    g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see 8 MiB"), ==, 1);
+    g_assert_cmpuint(log_count("vm: move_pages(2) could not see 8 MiB"), ==, 1);
     /* Back home to 0: again by migrate_pages, not said again. */
     sa_mover_set_home(m, "k", "vm", fm->pid, 0, true);
     drain(m, 2);
     g_assert_cmpuint(fm->migrations, ==, 2);
     g_assert_cmpuint(fm_count(fm, 0), ==, 2048);
-    g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see"), ==, 1);
+    g_assert_cmpuint(log_count("vm: move_pages(2) could not see"), ==, 1);
     sa_mover_free(m);
 }
 
@@ -1195,7 +1006,7 @@ static void test_mover_half_unseen(void)
     g_assert_cmpuint(fm_count(fm, 1), ==, 2048);
     SaMemoryStatus st = mover_status(m, "k");
     g_assert_cmpuint(st.moved_bytes_total, ==, 2048 * FM_PAGE);
-    g_assert_cmpuint(count_in_log("vm: move_pages(2) could not see 4 MiB"), ==, 1);
+    g_assert_cmpuint(log_count("vm: move_pages(2) could not see 4 MiB"), ==, 1);
     sa_mover_free(m);
 }
 
@@ -1217,7 +1028,7 @@ static void test_mover_rehome(void)
     sa_mover_set_away(m, "k", false);
     drain(m, 1 + 2 * SA_MOVER_MEASURE_US);
     g_assert_cmpuint(fm_count(fm, 1), ==, 4096);
-    g_assert_cmpuint(count_in_log("vm: 5 MiB of its memory away from home node 1"), ==, 1);
+    g_assert_cmpuint(log_count("vm: 5 MiB of its memory away from home node 1"), ==, 1);
     SaMemoryStatus st = mover_status(m, "k");
     g_assert_false(st.moving);
     g_assert_cmpuint(st.moved_bytes_total, ==, 1200 * FM_PAGE);
@@ -1270,7 +1081,7 @@ static void test_mover_cancel(void)
     g_assert_cmpint(st.node, ==, 0);
     g_assert_true(st.moving);
     g_assert_cmpuint(st.move_done_bytes, ==, 0);
-    g_assert_cmpuint(count_in_log("vm: memory move to node 1 stopped: a new home"), ==, 1);
+    g_assert_cmpuint(log_count("vm: memory move to node 1 stopped: a new home"), ==, 1);
     gsize mark = fm->calls->len;
     drain(m, 3000);
     g_assert_cmpuint(fm_count(fm, 0), ==, 3000);
@@ -1310,11 +1121,11 @@ static void test_mover_node_full(void)
     g_assert_cmpuint(st.moves, ==, 1);
     g_assert_cmpuint(st.moved_bytes_total, ==, 700 * FM_PAGE);
     g_assert_cmpuint(st.home_bytes, ==, 700 * FM_PAGE);
-    g_assert_cmpuint(count_in_log("vm: home node 1 has no free memory"), ==, 1);
-    g_assert_cmpuint(count_in_log("stopped (node full)"), ==, 1);
+    g_assert_cmpuint(log_count("vm: home node 1 has no free memory"), ==, 1);
+    g_assert_cmpuint(log_count("stopped (node full)"), ==, 1);
     drain(m, 1 + SA_MOVER_MEASURE_US);
     g_assert_cmpuint(fm->moves, ==, 2);
-    g_assert_cmpuint(count_in_log("vm: home node 1 has no free memory"), ==, 1);
+    g_assert_cmpuint(log_count("vm: home node 1 has no free memory"), ==, 1);
     sa_mover_free(m);
 }
 
@@ -1370,9 +1181,9 @@ static FakeMem *core_fake_mover(Fx *fx, pid_t pid, guint n, int node)
 static void test_core_memory_home_change(Fx *fx, gconstpointer data)
 {
     g_autoptr(FakeMem) fm = core_fake_mover(fx, 1100, 3000, 0);
-    TVm *a = add_vm(fx, "a", 2, 1, 0.05);
+    BedVm *a = add_vm(fx, "a", 2, 1, 0.05);
     g_assert_cmpint(a->pid, ==, 1100);
-    step(fx, 2);
+    bed_step(fx, 2);
     SaMemoryStatus st = mover_status(fx->core->mover, a->key);
     g_assert_cmpint(st.node, ==, 1);
     g_assert_true(st.follow);
@@ -1382,12 +1193,12 @@ static void test_core_memory_home_change(Fx *fx, gconstpointer data)
         g_assert_true(sa_mover_step(fx->core->mover, 1 + 1000 * i, &wait));
     g_assert_cmpuint(fm_count(fm, 1), ==, 1024);
 
-    sa_core_report(fx->core, &rec_ops, a->rec, vm_facts(a, "a", 0));
-    step(fx, 2);
+    sa_core_report(fx->core, &rec_ops, a->rec, bed_facts(a, "a", 0));
+    bed_step(fx, 2);
     st = mover_status(fx->core->mover, a->key);
     g_assert_cmpint(st.node, ==, 0);
     g_assert_cmpuint(st.cancels, ==, 1);
-    g_assert_cmpuint(count_in_log("a: memory move to node 1 stopped: a new home"), ==, 1);
+    g_assert_cmpuint(log_count("a: memory move to node 1 stopped: a new home"), ==, 1);
     gsize mark = fm->calls->len;
     drain(fx->core->mover, 3000);
     g_assert_null(strstr(fm->calls->str + mark, "->1;"));
@@ -1410,13 +1221,13 @@ static void test_core_memory_home_change(Fx *fx, gconstpointer data)
 static void test_core_memory_burst(Fx *fx, gconstpointer data)
 {
     g_autoptr(FakeMem) fm = core_fake_mover(fx, 1100, 1000, 1);
-    TVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    BedVm *a = add_vm(fx, "a", 4, 0, 1.0);
     add_vm(fx, "b", 2, 1, 0.0);
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-1", 3), <=, 3);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-1", 3), <=, 3);
     drain(fx->core->mover, 1);
     g_assert_cmpuint(fm_count(fm, 0), ==, 1000);
     guint reads = fm->reads, moves = fm->moves;
-    g_assert_cmpuint(step_until_pinned(fx, a, "0-3", 6), <=, 6);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-3", 6), <=, 6);
     g_autofree char *state = status_member(fx, "a", "state");
     g_assert_cmpstr(state, ==, "\"burst\"");
     g_assert_cmpuint(drain(fx->core->mover, 2), ==, 0);
@@ -1432,16 +1243,11 @@ static void test_core_memory_burst(Fx *fx, gconstpointer data)
 static void test_core_memory_fixed(Fx *fx, gconstpointer data)
 {
     g_autoptr(FakeMem) fm = core_fake_mover(fx, 1100, 1000, 0);
-    TVm *a = &fx->vms[fx->n_vms++];
-    a->key = g_strdup("key-a");
-    a->pid = 1100;
-    a->n_vcpus = 2;
-    fake_host_add_process(fx->host, a->pid, 2);
-    g_autoptr(SaVmFacts) f = vm_facts(a, "a", 1);
+    BedVm *a = bed_vm(fx, "a", 1100, 2, 0.0);
+    g_autoptr(SaVmFacts) f = bed_facts(a, "a", 1);
     f->has_numatune = true;
-    a->rec = rec_vm_new(a->key, f);
-    sa_core_report(fx->core, &rec_ops, a->rec, g_steal_pointer(&f));
-    step(fx, 2);
+    bed_report(fx, a, g_steal_pointer(&f));
+    bed_step(fx, 2);
     drain(fx->core->mover, 1);
     SaMemoryStatus st = mover_status(fx->core->mover, a->key);
     g_assert_cmpint(st.node, ==, 1);
@@ -1455,15 +1261,15 @@ static void test_core_memory_fixed(Fx *fx, gconstpointer data)
 
     /* Without <numatune> but migrate=off: the same. */
     fx->core->cfg->memory_migrate = false;
-    sa_core_report(fx->core, &rec_ops, a->rec, vm_facts(a, "a", 1));
-    step(fx, 2);
+    sa_core_report(fx->core, &rec_ops, a->rec, bed_facts(a, "a", 1));
+    bed_step(fx, 2);
     drain(fx->core->mover, 2);
     g_assert_cmpuint(fm->moves, ==, 0);
     g_autofree char *reason2 = status_member(fx, "a", "fixed_reason");
     g_assert_cmpstr(reason2, ==, "\"[memory] migrate=off\"");
     /* migrate=auto again (a reload): the move starts. */
     fx->core->cfg->memory_migrate = true;
-    step(fx, 1);
+    bed_step(fx, 1);
     drain(fx->core->mover, 3);
     g_assert_cmpuint(fm_count(fm, 1), ==, 1000);
 }
@@ -1472,9 +1278,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     /* The core warns on purpose here (stalls, failures): warnings are captured, not fatal. */
-    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
-    captured = g_string_new(NULL);
-    g_log_set_writer_func(capture_writer, NULL, NULL);
+    log_capture_start();
 
     g_test_add_func("/core/judge-table", test_judge_table);
 #define ADD(path, fn) g_test_add(path, Fx, NULL, fx_setup, fn, fx_teardown)

@@ -14,15 +14,11 @@
 #include <string.h>
 
 #include "actuator.h"
+#include "core-bed.h"
 #include "core-private.h"
-#include "fake-host.h"
-#include "recorder.h"
+#include "log-capture.h"
 #include "sa-error.h"
 #include "sa-metrics.h"
-
-#define STEP_MS 15
-#define MAX_VMS 4
-#define MAX_VCPUS 4
 
 /* ---- the fake scheduler ---- */
 
@@ -178,189 +174,71 @@ static const FThread *fthread(pid_t tid)
     return g_hash_table_lookup(fs.threads, GINT_TO_POINTER(tid));
 }
 
-/* ---- captured log ---- */
-
-static GString *captured;
-
-static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fields, gsize n,
-                                       gpointer user_data)
-{
-    for (gsize i = 0; i < n; i++)
-        if (g_str_equal(fields[i].key, "MESSAGE")) {
-            g_string_append_printf(captured, "%s\n", (const char *)fields[i].value);
-            if (g_test_verbose())
-                g_printerr("# log: %s\n", (const char *)fields[i].value);
-        }
-    if (level & G_LOG_LEVEL_CRITICAL)
-        return g_log_writer_default(level, fields, n, user_data);
-    return G_LOG_WRITER_HANDLED;
-}
-
-static guint count_in_log(const char *needle)
-{
-    guint n = 0;
-
-    for (const char *p = strstr(captured->str, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
 /* ---- fixture ---- */
 
-typedef struct {
-    char *key;
-    pid_t pid;
-    guint n_vcpus;
-    RecVm *rec;
-    double load;
-    double run[MAX_VCPUS], delay[MAX_VCPUS];
-} TVm;
-
-typedef struct {
-    FakeHost *host;
-    SaCore *core;
-    TVm vms[MAX_VMS];
-    guint n_vms;
-    gint64 last_us;
-    gboolean stopped;
-} Fx;
+/* The fixture: the bed of tests/support/core-bed.h, its fake kernel placing a vCPU the
+ * scheduler has at home (fake_place). */
+typedef CoreBed Fx;
 
 static SaConfig *test_config(SaActuationMode mode)
 {
-    SaConfig *cfg = sa_config_new_default();
+    SaConfig *cfg = bed_config();
 
-    cfg->policy.dwell_ms = 0;
-    cfg->policy.smoothing = 1.0;
     cfg->command_timeout_ms = 100;
     cfg->stop_timeout_ms = 300;
-    cfg->interval_ms = 3 * STEP_MS;
     cfg->actuation_mode = mode;
     return cfg;
 }
 
-static void fx_setup(Fx *fx, gconstpointer data)
-{
-    g_autoptr(GError) error = NULL;
-    SaTopology *topo;
-
-    g_string_truncate(captured, 0);
-    rec_log_clear();
-    memset(&fs, 0, sizeof(fs));
-    fs.threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
-    fs.ext_left = g_hash_table_new(g_direct_hash, g_direct_equal);
-    fx->host = fake_host_new(NULL, 2, 2); /* node 0: CPUs 0-1, node 1: CPUs 2-3 */
-    topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
-    g_assert_no_error(error);
-    fx->core = sa_core_new(test_config(SA_ACTUATION_AUTO), topo, FALSE, &error);
-    g_assert_no_error(error);
-    sa_mover_free(fx->core->mover);
-    fx->core->mover = sa_mover_new(&sa_mover_host_ops, NULL, 256, false);
-    fx->last_us = g_get_monotonic_time();
-}
-
-static void fx_teardown(Fx *fx, gconstpointer data)
-{
-    sa_core_settle(fx->core, 2000);
-    sa_core_free(fx->core);
-    for (guint i = 0; i < fx->n_vms; i++) {
-        rec_vm_unref(fx->vms[i].rec);
-        g_free(fx->vms[i].key);
-    }
-    fake_host_free(fx->host, FALSE);
-    g_hash_table_unref(fs.threads);
-    g_hash_table_unref(fs.ext_left);
-}
-
-/* A VM: preferred -1 auto; mode and softness as given (softness -1: the default). */
-static TVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, SaMode mode,
-                   int softness, double load)
-{
-    TVm *v = &fx->vms[fx->n_vms++];
-    g_autoptr(SaVmFacts) f = NULL;
-
-    v->key = g_strdup_printf("key-%s", name);
-    v->pid = 1000 + 100 * (pid_t)fx->n_vms;
-    v->n_vcpus = n_vcpus;
-    v->load = load;
-    fake_host_add_process(fx->host, v->pid, n_vcpus);
-    f = rec_facts(v->key, name, v->pid, n_vcpus);
-    f->has_settings = true;
-    f->settings.preferred = preferred;
-    f->settings.mode = mode;
-    f->settings.softness = softness;
-    v->rec = rec_vm_new(v->key, f);
-    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&f));
-    return v;
-}
-
-static pid_t vcpu_tid(const TVm *v, guint i)
+static pid_t vcpu_tid(const BedVm *v, guint i)
 {
     return v->pid + 1 + (pid_t)i; /* fake_host_add_process */
 }
 
 /* The fake kernel: while the scheduler has a vCPU it runs on the CPUs of its home partition,
- * else on those of its last pin (every CPU before any); vCPU v on the v-th CPU of that set. A
- * CPU with more demand than 1 is shared in proportion, the rest waits. */
-static int fake_cpu(const TVm *v, guint c, const SaCpuSet *pinned)
+ * else on those of its last pin (every CPU before any); vCPU c on the c-th CPU of that set. */
+static void fake_place(CoreBed *bed, const BedVm *v, int *cpu)
 {
-    const FThread *t = fthread(vcpu_tid(v, c));
-    g_autoptr(SaCpuSet) set = sa_cpuset_new();
-    int cpu;
+    g_autoptr(SaCpuSet) pinned = bed_pinned_set(bed, v);
 
-    if (t)
-        sa_cpuset_add_range(set, t->home * 2, t->home * 2 + 1);
-    else if (pinned)
-        sa_cpuset_union(set, pinned);
-    else
-        sa_cpuset_add_range(set, 0, 3);
-    cpu = sa_cpuset_next(set, -1);
-    for (guint i = 0; i < c % sa_cpuset_count(set); i++)
-        cpu = sa_cpuset_next(set, cpu);
-    return cpu;
-}
+    for (guint c = 0; c < v->n_vcpus; c++) {
+        const FThread *t = fthread(vcpu_tid(v, c));
+        g_autoptr(SaCpuSet) home = sa_cpuset_new();
 
-static void simulate(Fx *fx)
-{
-    gint64 now = g_get_monotonic_time();
-    double dt = (double)(now - fx->last_us) * 1e3;
-    double demand[4] = {0};
-    int cpu[MAX_VMS][MAX_VCPUS];
-
-    fx->last_us = now;
-    for (guint i = 0; i < fx->n_vms; i++) {
-        TVm *v = &fx->vms[i];
-        g_autofree char *text = rec_vm_last_vcpus(v->rec);
-        g_autoptr(SaCpuSet) pinned = text[0] ? sa_cpuset_parse(text, NULL) : NULL;
-
-        for (guint c = 0; c < v->n_vcpus; c++) {
-            cpu[i][c] = fake_cpu(v, c, pinned);
-            demand[cpu[i][c]] += v->load;
-        }
-    }
-    for (guint c = 0; c < 4; c++)
-        fake_host_account_cpu(fx->host, c, demand[c], dt);
-    fake_host_write_stat(fx->host);
-    for (guint i = 0; i < fx->n_vms; i++) {
-        TVm *v = &fx->vms[i];
-
-        for (guint c = 0; c < v->n_vcpus; c++) {
-            double l = demand[cpu[i][c]], run = l > 1 ? v->load / l : v->load;
-
-            v->run[c] += run * dt;
-            v->delay[c] += (v->load - run) * dt;
-            fake_host_set_vcpu(fx->host, v->pid, c, v->run[c], v->delay[c], cpu[i][c]);
-        }
+        if (t)
+            sa_cpuset_add_range(home, t->home * 2, t->home * 2 + 1);
+        cpu[c] = bed_nth_cpu(t ? home : pinned, c);
     }
 }
 
-static void step(Fx *fx, guint n)
+static void fx_setup(Fx *fx, gconstpointer data)
 {
-    for (guint i = 0; i < n; i++) {
-        g_usleep(STEP_MS * 1000);
-        simulate(fx);
-        sa_core_tick(fx->core);
-        sa_core_settle(fx->core, 50);
-    }
+    log_capture_clear();
+    memset(&fs, 0, sizeof(fs));
+    fs.threads = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    fs.ext_left = g_hash_table_new(g_direct_hash, g_direct_equal);
+    bed_init(fx, test_config(SA_ACTUATION_AUTO));
+    fx->place = fake_place;
+}
+
+static void fx_teardown(Fx *fx, gconstpointer data)
+{
+    bed_clear(fx);
+    g_hash_table_unref(fs.threads);
+    g_hash_table_unref(fs.ext_left);
+}
+
+/* A VM: preferred -1 auto; mode and softness as given (softness -1: the default). */
+static BedVm *add_vm(Fx *fx, const char *name, guint n_vcpus, int preferred, SaMode mode,
+                     int softness, double load)
+{
+    BedVm *v = bed_vm(fx, name, 0, n_vcpus, load);
+    g_autoptr(SaVmFacts) f = bed_facts(v, name, preferred);
+
+    f->settings.mode = mode;
+    f->settings.softness = softness;
+    bed_report(fx, v, g_steal_pointer(&f));
+    return v;
 }
 
 static char *status(Fx *fx)
@@ -391,7 +269,7 @@ static void start(Fx *fx, SaActuationMode mode, bool fake)
  * re-pins and says why once: in the log, the status and the metrics. */
 static void test_auto_no_sched_ext(Fx *fx, gconstpointer data)
 {
-    TVm *a;
+    BedVm *a;
 
     start(fx, SA_ACTUATION_AUTO, false);
     g_autofree char *want = g_strdup_printf("the kernel has no sched_ext (CONFIG_SCHED_CLASS_EXT): "
@@ -401,14 +279,14 @@ static void test_auto_no_sched_ext(Fx *fx, gconstpointer data)
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
     g_assert_cmpstr(sa_core_actuation_reason(fx->core), ==, want);
     g_autofree char *line = g_strdup_printf("actuation: re-pinning (affinity): %s\n", want);
-    g_assert_cmpuint(count_in_log(line), ==, 1);
+    g_assert_cmpuint(log_count(line), ==, 1);
     a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
-    step(fx, 4);
+    bed_step(fx, 4);
     /* Re-pinning as always: pinned home. */
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
     g_autofree char *pinned = rec_vm_last_vcpus(a->rec);
     g_assert_cmpstr(pinned, ==, "0-1");
-    g_assert_cmpuint(count_in_log("actuation:"), ==, 1); /* said once */
+    g_assert_cmpuint(log_count("actuation:"), ==, 1); /* said once */
     g_autofree char *json = status(fx);
     g_autofree char *jwant = g_strdup_printf("\"actuation\":{\"mode\":\"pin\",\"configured\":"
                                              "\"auto\",\"reason\":\"%s\",\"threads\":0,"
@@ -457,13 +335,13 @@ static void test_sched_ext_refused(Fx *fx, gconstpointer data)
 /* mode=pin never loads the scheduler, even where it would start. */
 static void test_pin(Fx *fx, gconstpointer data)
 {
-    TVm *a;
+    BedVm *a;
 
     start(fx, SA_ACTUATION_PIN, true);
     g_assert_cmpuint(fs.starts, ==, 0);
     g_assert_cmpstr(sa_core_actuation_reason(fx->core), ==, "[actuation] mode=pin");
     a = add_vm(fx, "a", 2, 1, SA_MODE_SOFT, -1, 0.2);
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
     g_assert_cmpuint(fs.adds, ==, 0);
 }
@@ -473,14 +351,14 @@ static void test_pin(Fx *fx, gconstpointer data)
  * its home (the scheduler bursts it); homes of auto VMs are still written. */
 static void test_places(Fx *fx, gconstpointer data)
 {
-    TVm *a, *b, *c, *d;
+    BedVm *a, *b, *c, *d;
 
     start(fx, SA_ACTUATION_AUTO, true);
     g_assert_cmpuint(fs.starts, ==, 1);
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "sched_ext");
-    assert_in(captured->str, "actuation: the sched_ext scheduler places the managed VMs' vCPU "
-                             "threads; nothing is pinned: the sched_ext scheduler is loaded "
-                             "([actuation] mode=auto)");
+    assert_in(log_captured(), "actuation: the sched_ext scheduler places the managed VMs' vCPU "
+                              "threads; nothing is pinned: the sched_ext scheduler is loaded "
+                              "([actuation] mode=auto)");
     /* The partitions: CPUs 0-1 partition 0, 2-3 partition 1, the fake sysfs' distances. */
     g_assert_cmpuint(fs.n_cpus, ==, 4);
     g_assert_cmpuint(fs.n_parts, ==, 2);
@@ -496,7 +374,7 @@ static void test_places(Fx *fx, gconstpointer data)
     b = add_vm(fx, "b", 2, -1, SA_MODE_STRICT, -1, 0.1);
     c = add_vm(fx, "c", 1, 1, SA_MODE_SOFT, 0, 0.1);
     d = add_vm(fx, "d", 1, 1, SA_MODE_OFF, -1, 0.1);
-    step(fx, 8);
+    bed_step(fx, 8);
 
     for (guint i = 0; i < a->n_vcpus; i++) {
         const FThread *t = fthread(vcpu_tid(a, i));
@@ -526,10 +404,10 @@ static void test_places(Fx *fx, gconstpointer data)
     }
     g_assert_cmpint(rec_vm_last_assigned(b->rec), >=, 0);
     g_assert_cmpuint(sa_core_lookup(fx->core, a->key)->stats.bursts, ==, 0);
-    g_assert_cmpuint(count_in_log("a: 4 vCPU thread(s) in the scheduler: home partition 0, soft"),
-                     ==, 1);
-    g_assert_cmpuint(count_in_log("c: 1 vCPU thread(s) in the scheduler: home partition 1, "
-                                  "softness 0 (never leaves home)"),
+    g_assert_cmpuint(log_count("a: 4 vCPU thread(s) in the scheduler: home partition 0, soft"), ==,
+                     1);
+    g_assert_cmpuint(log_count("c: 1 vCPU thread(s) in the scheduler: home partition 1, "
+                               "softness 0 (never leaves home)"),
                      ==, 1);
 
     /* Status and metrics: the counters of the scheduler's read (the fake: a's threads away). */
@@ -547,7 +425,7 @@ static void test_places(Fx *fx, gconstpointer data)
     /* A new softness goes to the scheduler at the next tick. */
     SaVm *va = sa_core_lookup(fx->core, a->key);
     va->settings.softness = 30;
-    step(fx, 1);
+    bed_step(fx, 1);
     g_assert_cmpuint(fthread(vcpu_tid(a, 0))->softness, ==, 30);
     g_assert_cmpuint(fs.adds, ==, 11);
 }
@@ -557,12 +435,12 @@ static void test_places(Fx *fx, gconstpointer data)
  * goes on (a busy VM bursts). */
 static void test_ejection(Fx *fx, gconstpointer data)
 {
-    TVm *a, *b;
+    BedVm *a, *b;
 
     start(fx, SA_ACTUATION_SCHED_EXT, true);
     a = add_vm(fx, "a", 4, 0, SA_MODE_SOFT, -1, 0.4); /* fits at home */
     b = add_vm(fx, "b", 1, 1, SA_MODE_SOFT, -1, 0.0);
-    step(fx, 4);
+    bed_step(fx, 4);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 5);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
 
@@ -570,15 +448,15 @@ static void test_ejection(Fx *fx, gconstpointer data)
     fs.exit.what = "stall";
     g_strlcpy(fs.exit.reason, "runnable task stall", sizeof(fs.exit.reason));
     g_strlcpy(fs.exit.msg, "a[1101] failed to run for 5.6s", sizeof(fs.exit.msg));
-    step(fx, 1);
+    bed_step(fx, 1);
     g_assert_cmpuint(fs.stops, ==, 1);
     g_assert_false(fs.running);
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
     g_assert_cmpuint(sa_core_sched_ejections(fx->core), ==, 1);
     g_assert_cmpuint(
-        count_in_log("actuation: the kernel ejected the sched_ext scheduler: stall (kind 1026): "
-                     "runnable task stall: a[1101] failed to run for 5.6s; every vCPU thread runs "
-                     "on the fair class with its own set; re-pinning from now on"),
+        log_count("actuation: the kernel ejected the sched_ext scheduler: stall (kind 1026): "
+                  "runnable task stall: a[1101] failed to run for 5.6s; every vCPU thread runs "
+                  "on the fair class with its own set; re-pinning from now on"),
         ==, 1);
     /* Pinned at that very tick. */
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
@@ -595,54 +473,49 @@ static void test_ejection(Fx *fx, gconstpointer data)
     assert_in(metrics, "\nsoftaff_actuation_sched_ext 0\n");
 
     /* Re-pinning goes on: busy, the VM bursts onto the idle partition. */
-    a->load = 1.0;
+    bed_vm_set_load(a, 1.0);
     for (guint i = 0; i < 10; i++) {
         g_autofree char *now = rec_vm_last_vcpus(a->rec);
         if (g_str_equal(now, "0-3"))
             break;
-        step(fx, 1);
+        bed_step(fx, 1);
     }
     g_autofree char *burst = rec_vm_last_vcpus(a->rec);
     g_assert_cmpstr(burst, ==, "0-3");
-    g_assert_cmpuint(count_in_log("the kernel ejected"), ==, 1);
-}
-
-static void stopped_cb(gpointer data)
-{
-    ((Fx *)data)->stopped = TRUE;
+    g_assert_cmpuint(log_count("the kernel ejected"), ==, 1);
 }
 
 /* SIGTERM's path: the scheduler stops first (every thread back to the fair class with its own
  * set); nothing was pinned, so nothing is restored. */
 static void test_shutdown(Fx *fx, gconstpointer data)
 {
-    TVm *a;
+    BedVm *a;
 
     start(fx, SA_ACTUATION_AUTO, true);
     a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.5);
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
-    sa_core_shutdown(fx->core, stopped_cb, fx);
+    sa_core_shutdown(fx->core, bed_stopped_cb, fx);
     sa_core_settle(fx->core, 1000);
     g_assert_true(fx->stopped);
     g_assert_cmpuint(fs.stops, ==, 1);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 0);
     g_assert_cmpuint(rec_vm_restores(a->rec), ==, 0);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
-    assert_in(captured->str, "actuation: the scheduler stops: every vCPU thread back to the fair "
-                             "class with its own set");
+    assert_in(log_captured(), "actuation: the scheduler stops: every vCPU thread back to the fair "
+                              "class with its own set");
 }
 
 /* A VM that stops being managed leaves the scheduler (its threads back to the fair class); a
  * VM whose process is gone is only forgotten (its thread ids may be reused). */
 static void test_leaves(Fx *fx, gconstpointer data)
 {
-    TVm *a, *b;
+    BedVm *a, *b;
 
     start(fx, SA_ACTUATION_AUTO, true);
     a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
     b = add_vm(fx, "b", 2, 1, SA_MODE_SOFT, -1, 0.2);
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 4);
 
     g_autoptr(SaVmFacts) f = rec_facts(a->key, "a", a->pid, a->n_vcpus);
@@ -666,11 +539,11 @@ static void test_leaves(Fx *fx, gconstpointer data)
 static void test_reload(Fx *fx, gconstpointer data)
 {
     g_autoptr(GError) error = NULL;
-    TVm *a;
+    BedVm *a;
 
     start(fx, SA_ACTUATION_PIN, true);
     a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
 
     SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
@@ -679,7 +552,7 @@ static void test_reload(Fx *fx, gconstpointer data)
     sa_core_settle(fx->core, 500);
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "sched_ext");
     g_assert_cmpuint(rec_vm_restores(a->rec), ==, 1);
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
 
@@ -689,7 +562,7 @@ static void test_reload(Fx *fx, gconstpointer data)
     g_assert_no_error(error);
     sa_core_reload(fx->core, test_config(SA_ACTUATION_SCHED_EXT), topo);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
-    step(fx, 2);
+    bed_step(fx, 2);
     g_assert_cmpuint(fs.starts, ==, 1);
     g_assert_cmpuint(fs.adds, ==, adds + 2);
     g_assert_cmpuint(fx->core->sched_threads, ==, 2);
@@ -699,7 +572,7 @@ static void test_reload(Fx *fx, gconstpointer data)
     sa_core_reload(fx->core, test_config(SA_ACTUATION_PIN), topo);
     g_assert_cmpuint(fs.stops, ==, 1);
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
-    step(fx, 3);
+    bed_step(fx, 3);
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 2);
 }
 
@@ -707,16 +580,16 @@ static void test_reload(Fx *fx, gconstpointer data)
  * set back to SCHED_OTHER: each thread is checked once, the one found is said once. */
 static void test_release(Fx *fx, gconstpointer data)
 {
-    TVm *a;
+    BedVm *a;
 
     fs.fail_start = true;
     start(fx, SA_ACTUATION_AUTO, true);
     g_hash_table_add(fs.ext_left, GINT_TO_POINTER(1101 + 1));
     a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
     g_assert_cmpint(vcpu_tid(a, 1), ==, 1102);
-    step(fx, 4);
+    bed_step(fx, 4);
     g_assert_cmpuint(fs.releases, ==, 2);
-    g_assert_cmpuint(count_in_log("a: vCPU 1: thread 1102 was left in SCHED_EXT"), ==, 1);
+    g_assert_cmpuint(log_count("a: vCPU 1: thread 1102 was left in SCHED_EXT"), ==, 1);
     g_assert_cmpuint(g_hash_table_size(fs.ext_left), ==, 0);
 }
 
@@ -744,7 +617,7 @@ static const SaAffinityOps fake_affinity = {.get = f_get_affinity, .set = f_set_
 
 static void test_narrowed(Fx *fx, gconstpointer data)
 {
-    TVm *a, *b;
+    BedVm *a, *b;
 
     narrowed_tids = g_hash_table_new(g_direct_hash, g_direct_equal);
     sa_actuator_set_affinity_ops(fx->core, &fake_affinity, NULL);
@@ -752,11 +625,11 @@ static void test_narrowed(Fx *fx, gconstpointer data)
     a = add_vm(fx, "a", 2, 0, SA_MODE_SOFT, -1, 0.2);
     b = add_vm(fx, "b", 2, 1, SA_MODE_SOFT, -1, 0.2);
     g_hash_table_add(narrowed_tids, GINT_TO_POINTER(vcpu_tid(a, 1)));
-    step(fx, 4);
+    bed_step(fx, 4);
     g_assert_cmpuint(rec_vm_restores(a->rec), ==, 1);
     g_assert_cmpuint(rec_vm_restores(b->rec), ==, 0);
-    assert_in(captured->str, "a: vCPU 1 runs on 0, narrower than its own set 0-3 (an earlier "
-                             "pin): every thread gets its own set back");
+    assert_in(log_captured(), "a: vCPU 1 runs on 0, narrower than its own set 0-3 (an earlier "
+                              "pin): every thread gets its own set back");
     g_autofree char *threads = rec_vm_last_threads(a->rec);
     assert_in(threads, "vcpus=0-3;0-3");
     g_hash_table_unref(narrowed_tids);
@@ -766,9 +639,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     /* An ejection is a warning, and the tests read it from the log. */
-    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
-    captured = g_string_new(NULL);
-    g_log_set_writer_func(capture_writer, NULL, NULL);
+    log_capture_start();
 #define ADD(path, fn) g_test_add(path, Fx, NULL, fx_setup, fn, fx_teardown)
     ADD("/scheduler/auto-no-sched-ext", test_auto_no_sched_ext);
     ADD("/scheduler/sched-ext-refused", test_sched_ext_refused);

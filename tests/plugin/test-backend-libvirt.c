@@ -473,8 +473,22 @@ static virTypedParameter string_param(const char *field, char *value)
     return p;
 }
 
-/* The live softaff element, parsed: false when there is none. */
-static bool live_element(LvDomain *h, SaMetadata *md, SaMetadataRecord *rec, guint *attrs)
+/* The live softaff element, parsed. */
+typedef struct {
+    SaMetadata md;
+    SaMetadataRecord rec; /* softaffd's record (own NULL: none) */
+    guint attrs;          /* the user's attributes (SA_METADATA_HAS_*) */
+} LiveElement;
+
+static void live_element_clear(LiveElement *el)
+{
+    sa_metadata_record_clear(&el->rec);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(LiveElement, live_element_clear)
+
+/* h's live softaff element into el (zeroed): false when there is none. */
+static bool live_element(LvDomain *h, LiveElement *el)
 {
     g_autoptr(virDomain) dom = lv_domain_get_dom(h);
     char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, SA_METADATA_NS,
@@ -483,7 +497,7 @@ static bool live_element(LvDomain *h, SaMetadata *md, SaMetadataRecord *rec, gui
         return false;
     g_autoptr(GError) error = NULL;
     g_test_message("live element: %s", xml);
-    g_assert_true(sa_metadata_parse_full(xml, strlen(xml), md, rec, attrs, &error));
+    g_assert_true(sa_metadata_parse_full(xml, strlen(xml), &el->md, &el->rec, &el->attrs, &error));
     free(xml);
     return true;
 }
@@ -522,6 +536,27 @@ static void test_command_clear(TestCommand *t)
 {
     g_ptr_array_unref(t->sets);
     sa_cpuset_free(t->others);
+}
+
+/* One pin or restore (fn) of key's VM through h, on a worker as the core runs it: vCPU i gets
+ * the i-th of the ';'-separated cpulists of vcpus, the other threads others. It must work. */
+static void run_command(bool (*fn)(gpointer, const SaCommand *, GError **), LvDomain *h,
+                        const char *key, const char *vcpus, const char *others)
+{
+    g_autoptr(GError) error = NULL;
+    TestCommand t;
+    test_command_init(&t, key, vcpus, others);
+    g_assert_true(command(fn, h, &t.cmd, &error));
+    g_assert_no_error(error);
+    test_command_clear(&t);
+}
+
+/* softaff's pin of web homed on CPUs 0-1: vCPU 1, which its user pinned to 2-3, keeps that. */
+#define WEB_HOME "0-1;2-3;0-1;0-1"
+
+static void pin_web(LvDomain *web, const char *vcpus, const char *others)
+{
+    run_command(lv_backend_ops.pin, web, WEB_UUID, vcpus, others);
 }
 
 /* The pinning libvirt holds for the domain: "vCPU0 vCPU1 ... | emulator". */
@@ -583,19 +618,32 @@ static LvDomain *connect_discover_web(Fixture *f)
     return web;
 }
 
+/* Web, connected, discovered and pinned once by softaff: WEB_HOME, the other threads on others. */
+static LvDomain *pinned_web(Fixture *f, const char *others)
+{
+    LvDomain *web = connect_discover_web(f);
+    pin_web(web, WEB_HOME, others);
+    return web;
+}
+
+/* The core's restore of web through h (the own sets as the core knows them: every vCPU on its
+ * cpuset 0-5 but vCPU 1 on 2-3, the other threads on the emulator's 4-5); returns the live
+ * pinning after it (live_pinning). */
+static char *restore_web(LvDomain *h)
+{
+    run_command(lv_backend_ops.restore, h, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
+    return live_pinning(h, 4);
+}
+
 /* pin writes what differs only, and never asks QEMU for its I/O threads. */
 static void test_pin(Fixture *f, gconstpointer data)
 {
     LvDomain *web = connect_discover_web(f);
-    g_autoptr(GError) error = NULL;
     g_autofree char *before = live_pinning(web, 4);
     g_assert_cmpstr(before, ==, "0-5 2-3 0-5 0-5 | 4-5");
 
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
     reset_counts();
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    g_assert_no_error(error);
+    pin_web(web, WEB_HOME, "6-7");
     g_autofree char *after = live_pinning(web, 4);
     g_assert_cmpstr(after, ==, "0-1 2-3 0-1 0-1 | 6-7");
     g_assert_cmpuint(fake.pin_vcpu, ==, 3); /* vCPU 1 had its set already */
@@ -606,49 +654,40 @@ static void test_pin(Fixture *f, gconstpointer data)
 
     /* Before the first pin, the VM's own settings went into its element, beside the user's
      * attributes. */
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(web, &md, &rec, &attrs));
-    g_assert_cmpint(md.mode, ==, SA_MODE_STRICT);
-    g_assert_cmpint(md.preferred, ==, 1);
-    g_assert_cmpint(md.softness, ==, 30);
-    g_assert_cmpuint(attrs, ==,
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(web, &el));
+    g_assert_cmpint(el.md.mode, ==, SA_MODE_STRICT);
+    g_assert_cmpint(el.md.preferred, ==, 1);
+    g_assert_cmpint(el.md.softness, ==, 30);
+    g_assert_cmpuint(el.attrs, ==,
                      SA_METADATA_HAS_MODE | SA_METADATA_HAS_PREFERRED | SA_METADATA_HAS_SOFTNESS);
-    g_assert_false(rec.created);
-    g_assert_nonnull(rec.own);
-    g_assert_cmpuint(rec.own->n_vcpus, ==, 4);
-    assert_cpuset(rec.own->vcpu_cpuset, "0-5");
-    assert_pin(rec.own->vcpupin, 0, "(none)");
-    assert_pin(rec.own->vcpupin, 1, "2-3");
-    assert_cpuset(rec.own->emulatorpin, "4-5");
-    assert_cpuset(sa_own_pins_iothread(rec.own, 2), "5");
-    assert_cpuset(sa_own_pins_iothread(rec.own, 1), "(none)");
+    g_assert_false(el.rec.created);
+    g_assert_nonnull(el.rec.own);
+    g_assert_cmpuint(el.rec.own->n_vcpus, ==, 4);
+    assert_cpuset(el.rec.own->vcpu_cpuset, "0-5");
+    assert_pin(el.rec.own->vcpupin, 0, "(none)");
+    assert_pin(el.rec.own->vcpupin, 1, "2-3");
+    assert_cpuset(el.rec.own->emulatorpin, "4-5");
+    assert_cpuset(sa_own_pins_iothread(el.rec.own, 2), "5");
+    assert_cpuset(sa_own_pins_iothread(el.rec.own, 1), "(none)");
 
     /* The same command again: nothing to write. */
     reset_counts();
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    pin_web(web, WEB_HOME, "6-7");
     g_assert_cmpuint(fake.pin_vcpu + fake.pin_emulator + fake.pin_iothread, ==, 0);
     g_assert_cmpuint(fake.iothread_info, ==, 0);
-    test_command_clear(&t);
 }
 
 /* restore puts the core's sets back, and each I/O thread its own pin when it has one. */
 static void test_restore(Fixture *f, gconstpointer data)
 {
     LvDomain *web = connect_discover_web(f);
-    g_autoptr(GError) error = NULL;
-    TestCommand pin, restore;
-    test_command_init(&pin, WEB_UUID, "6;6;7;7", "0");
-    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
-    g_assert_true(command(lv_backend_ops.pin, web, &pin.cmd, &error));
+    pin_web(web, "6;6;7;7", "0");
     g_autofree char *pinned = live_iothread_pins(web);
     g_assert_cmpstr(pinned, ==, "1=0 2=0");
 
     reset_counts();
-    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
-    g_assert_no_error(error);
-    g_autofree char *after = live_pinning(web, 4);
+    g_autofree char *after = restore_web(web);
     g_assert_cmpstr(after, ==, "0-5 2-3 0-5 0-5 | 4-5");
     g_autofree char *iothreads = live_iothread_pins(web);
     g_assert_cmpstr(iothreads, ==, "1=4-5 2=5");
@@ -656,14 +695,10 @@ static void test_restore(Fixture *f, gconstpointer data)
     g_assert_cmpuint(fake.pin_iothread, ==, 2);
     g_assert_cmpuint(fake.iothread_info, ==, 0);
     /* Given back: the record goes, the user's element stays. */
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(web, &md, &rec, &attrs));
-    g_assert_null(rec.own);
-    g_assert_cmpint(md.mode, ==, SA_MODE_STRICT);
-    test_command_clear(&pin);
-    test_command_clear(&restore);
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(web, &el));
+    g_assert_null(el.rec.own);
+    g_assert_cmpint(el.md.mode, ==, SA_MODE_STRICT);
 }
 
 /* restore gives back what the backend knows best: a thread's own set even when the core's
@@ -671,37 +706,26 @@ static void test_restore(Fixture *f, gconstpointer data)
 static void test_restore_own(Fixture *f, gconstpointer data)
 {
     LvDomain *web = connect_discover_web(f);
-    g_autoptr(GError) error = NULL;
-    TestCommand pin, restore;
-    test_command_init(&pin, WEB_UUID, "6;6;7;7", "0");
-    test_command_init(&restore, WEB_UUID, "0-7;0-7;0-7;0-7", "0-7");
-    g_assert_true(command(lv_backend_ops.pin, web, &pin.cmd, &error));
-    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
+    pin_web(web, "6;6;7;7", "0");
+    run_command(lv_backend_ops.restore, web, WEB_UUID, "0-7;0-7;0-7;0-7", "0-7");
     g_autofree char *after = live_pinning(web, 4);
     g_assert_cmpstr(after, ==, "0-7 2-3 0-7 0-7 | 4-5");
-    test_command_clear(&pin);
-    test_command_clear(&restore);
 }
 
 /* An I/O thread deleted since discover is dropped, not an error on every command. */
 static void test_iothread_deleted(Fixture *f, gconstpointer data)
 {
     LvDomain *web = connect_discover_web(f);
-    g_autoptr(GError) error = NULL;
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     g_assert_cmpint(virDomainDelIOThread(dom, 1, VIR_DOMAIN_AFFECT_LIVE), ==, 0);
 
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    g_assert_no_error(error);
+    pin_web(web, WEB_HOME, "6-7");
     g_autoptr(GArray) ids = NULL;
     g_autoptr(GPtrArray) pins = NULL;
     g_assert_true(lv_domain_iothreads(web, &ids, &pins));
     g_assert_cmpuint(ids->len, ==, 1);
     g_assert_cmpuint(g_array_index(ids, guint, 0), ==, 2);
     assert_cpuset(g_ptr_array_index(pins, 0), "6-7");
-    test_command_clear(&t);
 }
 
 /* write_assigned sets the live metadata; its event makes the backend discover the domain. */
@@ -773,18 +797,13 @@ static void test_record(Fixture *f, gconstpointer data)
     assert_pin(first->vcpu_pins, 0, "6");
     assert_pin(first->vcpu_pins, 1, "(none)");
 
-    TestCommand t;
-    test_command_init(&t, SCRATCH_UUID, "6;0-3", "4");
-    g_assert_true(command(lv_backend_ops.pin, scratch, &t.cmd, &error));
-    test_command_clear(&t);
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(scratch, &md, &rec, &attrs));
-    g_assert_true(rec.created);
-    g_assert_cmpuint(attrs, ==, 0);
-    assert_pin(rec.own->vcpupin, 0, "6");
-    g_assert_null(rec.own->emulatorpin);
+    run_command(lv_backend_ops.pin, scratch, SCRATCH_UUID, "6;0-3", "4");
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(scratch, &el));
+    g_assert_true(el.rec.created);
+    g_assert_cmpuint(el.attrs, ==, 0);
+    assert_pin(el.rec.own->vcpupin, 0, "6");
+    g_assert_null(el.rec.own->emulatorpin);
 
     /* Softaff's pins in the live XML are not the VM's own: the element without user
      * attributes is no user metadata either. */
@@ -799,16 +818,11 @@ static void test_record(Fixture *f, gconstpointer data)
     assert_pin(restarted->vcpu_pins, 1, "(none)");
     g_assert_null(restarted->emulator_pin);
 
-    TestCommand restore;
-    test_command_init(&restore, SCRATCH_UUID, "6;0-7", "0-7");
-    g_assert_true(command(lv_backend_ops.restore, fresh, &restore.cmd, &error));
-    g_assert_no_error(error);
-    test_command_clear(&restore);
+    run_command(lv_backend_ops.restore, fresh, SCRATCH_UUID, "6;0-7", "0-7");
     g_autofree char *after = live_pinning(fresh, 2);
     g_assert_cmpstr(after, ==, "6 0-7 | 0-7");
-    SaMetadata gone;
-    g_auto(SaMetadataRecord) none = {0};
-    g_assert_false(live_element(fresh, &gone, &none, &attrs));
+    g_auto(LiveElement) none = {0};
+    g_assert_false(live_element(fresh, &none));
     lv_domain_unref(fresh);
 }
 
@@ -816,23 +830,16 @@ static void test_record(Fixture *f, gconstpointer data)
  * before the next pin. */
 static void test_user_pin_recorded(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
-    g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    LvDomain *web = pinned_web(f, "6-7");
     virTypedParameter user[] = {string_param("cputune.vcpupin0", "7"),
                                 string_param("cputune.emulatorpin", "1")};
     g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(web, &md, &rec, &attrs));
-    assert_pin(rec.own->vcpupin, 0, "7");
-    assert_pin(rec.own->vcpupin, 1, "2-3");
-    assert_cpuset(rec.own->emulatorpin, "1");
-    test_command_clear(&t);
+    pin_web(web, WEB_HOME, "6-7");
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(web, &el));
+    assert_pin(el.rec.own->vcpupin, 0, "7");
+    assert_pin(el.rec.own->vcpupin, 1, "2-3");
+    assert_cpuset(el.rec.own->emulatorpin, "1");
 }
 
 /* A user's live pin of vCPU vcpu through libvirt (the test driver sends no event). */
@@ -852,12 +859,8 @@ static void live_pin_vcpu(LvDomain *h, guint vcpu, const char *cpus)
  * a save image or a migration would carry the old record). */
 static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "5");
     g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    test_command_clear(&t);
     /* `virsh vcpupin web 0 7 --live`: the pin, then its event. */
     live_pin_vcpu(web, 0, "7");
     virTypedParameter user[] = {string_param("cputune.vcpupin0", "7")};
@@ -865,12 +868,10 @@ static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
     g_autoptr(SaVmFacts) facts = discover(web, &error);
     g_assert_no_error(error);
     assert_pin(facts->vcpu_pins, 0, "7");
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(web, &md, &rec, &attrs));
-    assert_pin(rec.own->vcpupin, 0, "7");
-    assert_pin(rec.own->vcpupin, 1, "2-3");
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(web, &el));
+    assert_pin(el.rec.own->vcpupin, 0, "7");
+    assert_pin(el.rec.own->vcpupin, 1, "2-3");
     /* A restarted daemon (a new handle) reads the user's pin from the record. */
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
@@ -886,20 +887,16 @@ static void test_user_pin_record_at_once(Fixture *f, gconstpointer data)
     g_assert_true(lv_domain_tunables(scratch, mine, G_N_ELEMENTS(mine)));
     g_autoptr(SaVmFacts) again = discover(scratch, &error);
     g_assert_no_error(error);
-    g_auto(SaMetadataRecord) none = {0};
-    g_assert_false(live_element(scratch, &md, &none, &attrs));
+    g_auto(LiveElement) none = {0};
+    g_assert_false(live_element(scratch, &none));
 }
 
 /* A restarted daemon hears a user's live pin before its first discover of a VM softaff had
  * recorded: the record it then reads predates the pin, which stays the user's word. */
 static void test_user_pin_before_discover(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "5");
     g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    test_command_clear(&t);
 
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     LvDomain *fresh = lv_domain_new(web->shared, WEB_UUID, "web", dom);
@@ -912,12 +909,10 @@ static void test_user_pin_before_discover(Fixture *f, gconstpointer data)
     assert_pin(facts->vcpu_pins, 2, "4");
     assert_cpuset(facts->emulator_pin, "1");
     /* And the record says so at once. */
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(fresh, &md, &rec, &attrs));
-    assert_pin(rec.own->vcpupin, 2, "4");
-    assert_cpuset(rec.own->emulatorpin, "1");
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(fresh, &el));
+    assert_pin(el.rec.own->vcpupin, 2, "4");
+    assert_cpuset(el.rec.own->emulatorpin, "1");
     lv_domain_unref(fresh);
 }
 
@@ -927,12 +922,8 @@ static void test_user_pin_before_discover(Fixture *f, gconstpointer data)
  * within the own set cannot be told from softaff's narrowing: own stays. */
 static void test_user_pin_unheard(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "5");
     g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    test_command_clear(&t);
 
     /* `virsh vcpupin web 0 6 --live` and `... 2 1`, no event heard (the test driver sends
      * none; the fake core does not hear this call). */
@@ -957,43 +948,28 @@ static void test_user_pin_unheard(Fixture *f, gconstpointer data)
     g_assert_no_error(error);
     assert_pin(after->vcpu_pins, 0, "6");
     assert_pin(after->vcpu_pins, 1, "2-3");
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(web, &md, &rec, &attrs));
-    assert_pin(rec.own->vcpupin, 0, "6");
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(web, &el));
+    assert_pin(el.rec.own->vcpupin, 0, "6");
 }
 
 /* SIGTERM right after a new connection: the restore runs before the sync's discover and still
  * gives back the user's pin made while no event was heard, not the own set as it was. */
 static void test_restore_unheard(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
-    g_autoptr(GError) error = NULL;
-    TestCommand t, restore;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
-    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
+    LvDomain *web = pinned_web(f, "5");
     live_pin_vcpu(web, 0, "3");
     lv_domain_mark_unheard(web);
-    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
-    g_assert_no_error(error);
-    g_autofree char *after = live_pinning(web, 4);
+    g_autofree char *after = restore_web(web);
     g_assert_cmpstr(after, ==, "3 2-3 0-5 0-5 | 4-5");
-    test_command_clear(&t);
-    test_command_clear(&restore);
 }
 
 /* A running domain undefined (now transient) keeps its own pins, not softaff's: a restarted
  * daemon finds them in the record. */
 static void test_undefined_while_running(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "5");
     g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "5");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    test_command_clear(&t);
 
     g_autoptr(virDomain) dom = lv_domain_get_dom(web);
     g_assert_cmpint(virDomainUndefine(dom), ==, 0);
@@ -1010,13 +986,9 @@ static void test_undefined_while_running(Fixture *f, gconstpointer data)
     g_assert_no_error(error);
     assert_pin(restarted->vcpu_pins, 1, "2-3");
     assert_cpuset(restarted->emulator_pin, "4-5");
-    TestCommand restore;
-    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
-    g_assert_true(command(lv_backend_ops.restore, fresh, &restore.cmd, &error));
-    test_command_clear(&restore);
+    g_autofree char *pins = restore_web(fresh);
     g_autofree char *iothreads = live_iothread_pins(fresh);
     g_assert_cmpstr(iothreads, ==, "1=4-5 2=5");
-    g_autofree char *pins = live_pinning(fresh, 4);
     g_assert_cmpstr(pins, ==, "0-5 2-3 0-5 0-5 | 4-5");
     lv_domain_unref(fresh);
 }
@@ -1072,13 +1044,9 @@ static void test_sync_forgets(Fixture *f, gconstpointer data)
  * event would): softaff's own writes are recognised, the user's are kept and reported. */
 static void test_tunables(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "6-7");
     g_autoptr(GError) error = NULL;
-    TestCommand t1, t2;
-    test_command_init(&t1, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
-    test_command_init(&t2, WEB_UUID, "2-3;2-3;2-3;2-3", "6-7");
-    g_assert_true(command(lv_backend_ops.pin, web, &t1.cmd, &error));
-    g_assert_true(command(lv_backend_ops.pin, web, &t2.cmd, &error));
+    pin_web(web, "2-3;2-3;2-3;2-3", "6-7");
 
     /* The events of both writes, the first arriving late. */
     virTypedParameter ours[] = {string_param("cputune.vcpupin0", "0-1"),
@@ -1102,15 +1070,13 @@ static void test_tunables(Fixture *f, gconstpointer data)
     virTypedParameter io[] = {string_param("cputune.iothreadpin1", "3")};
     g_assert_true(lv_domain_tunables(web, io, G_N_ELEMENTS(io)));
     reset_counts();
-    g_assert_true(command(lv_backend_ops.pin, web, &t2.cmd, &error));
+    pin_web(web, "2-3;2-3;2-3;2-3", "6-7");
     g_assert_cmpuint(fake.pin_iothread, ==, 1);
     g_autoptr(SaVmFacts) io_after = discover(web, &error);
     assert_pin(io_after->iothread_pins, 0, "3");
     assert_pin(io_after->iothread_pins, 1, "5");
     virTypedParameter added[] = {string_param("cputune.iothreadpin9", "3")};
     g_assert_true(lv_domain_tunables(web, added, G_N_ELEMENTS(added)));
-    test_command_clear(&t1);
-    test_command_clear(&t2);
 }
 
 /* A user's live pin equal to the one softaff just wrote is the user's, not softaff's: an event
@@ -1119,11 +1085,8 @@ static void test_tunables(Fixture *f, gconstpointer data)
  * its record, and what restore gives back. */
 static void test_user_pin_equal(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "6-7");
     g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
 
     /* softaff's own event for vCPU 0. */
     virTypedParameter ours[] = {string_param("cputune.vcpupin0", "0-1")};
@@ -1140,22 +1103,14 @@ static void test_user_pin_equal(Fixture *f, gconstpointer data)
     assert_pin(facts->vcpu_pins, 1, "2-3");
 
     /* The record follows before the next pin, and restore gives the user's sets back. */
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
-    SaMetadata md;
-    g_auto(SaMetadataRecord) rec = {0};
-    guint attrs = 0;
-    g_assert_true(live_element(web, &md, &rec, &attrs));
-    assert_pin(rec.own->vcpupin, 0, "0-1");
-    assert_pin(rec.own->vcpupin, 1, "2-3");
-    assert_pin(rec.own->vcpupin, 2, "(none)");
-    TestCommand restore;
-    test_command_init(&restore, WEB_UUID, "0-5;2-3;0-5;0-5", "4-5");
-    g_assert_true(command(lv_backend_ops.restore, web, &restore.cmd, &error));
-    g_assert_no_error(error);
-    g_autofree char *after = live_pinning(web, 4);
+    pin_web(web, WEB_HOME, "6-7");
+    g_auto(LiveElement) el = {0};
+    g_assert_true(live_element(web, &el));
+    assert_pin(el.rec.own->vcpupin, 0, "0-1");
+    assert_pin(el.rec.own->vcpupin, 1, "2-3");
+    assert_pin(el.rec.own->vcpupin, 2, "(none)");
+    g_autofree char *after = restore_web(web);
     g_assert_cmpstr(after, ==, "0-1 2-3 0-5 0-5 | 4-5");
-    test_command_clear(&t);
-    test_command_clear(&restore);
 }
 
 /* Each of softaff's writes waits for one event: consumed by it, or dropped LV_WRITE_WINDOW_US
@@ -1163,11 +1118,8 @@ static void test_user_pin_equal(Fixture *f, gconstpointer data)
  * (the thread had the set) leaves nothing to match. */
 static void test_user_pin_window(Fixture *f, gconstpointer data)
 {
-    LvDomain *web = connect_discover_web(f);
+    LvDomain *web = pinned_web(f, "6-7");
     g_autoptr(GError) error = NULL;
-    TestCommand t;
-    test_command_init(&t, WEB_UUID, "0-1;2-3;0-1;0-1", "6-7");
-    g_assert_true(command(lv_backend_ops.pin, web, &t.cmd, &error));
     /* vCPUs 0, 2, 3, the emulator and the two I/O threads; not vCPU 1. */
     g_assert_cmpuint(lv_domain_pending_writes(web), ==, 6);
     virTypedParameter ours[] = {string_param("cputune.vcpupin2", "0-1")};
@@ -1187,7 +1139,6 @@ static void test_user_pin_window(Fixture *f, gconstpointer data)
     g_autoptr(SaVmFacts) facts = discover(web, &error);
     assert_pin(facts->vcpu_pins, 0, "(none)");
     assert_pin(facts->vcpu_pins, 3, "0-1");
-    test_command_clear(&t);
 }
 
 /* A failed open is retried with back-off on the main loop; the new connection syncs. */
