@@ -3,6 +3,7 @@
  * Who writes what:
  *   registry.c  SaVm identity, facts, judgement (status, allowed sets), the VM table
  *   sample.c    SaVmSampling, SaCore host sampling fields
+ *   sense-times.c  the sensor's per-thread totals of a tick (a store of its own, sense-times.h)
  *   tick.c      SaPolicyVm input, decisions, SaVmStats, SaCore usage/ticks
  *   actuator.c  SaVmActuation, the lanes (workers, deadlines, stalls, shutdown)
  *   mover.c     its own state, behind its lock (the main loop asks it for copies)
@@ -20,12 +21,11 @@
 #include "sa-sampler.h"
 #include "sa-sense.h"
 #include "scheduler.h"
+#include "sense-times.h"
 
 G_BEGIN_DECLS
 
 typedef struct SaIdleCheck SaIdleCheck; /* sample.c */
-/* every tracked thread's totals from one reading of the sensor's map (sample.c) */
-typedef struct SaSenseTimes SaSenseTimes;
 
 typedef enum {
     SA_VM_MANAGED,
@@ -200,7 +200,8 @@ struct SaCore {
     /* event sensing (core.c): NULL sense = /proc on the tick alone */
     bool sensing_started; /* sa_core_start_sensing was called (reloads follow the mode) */
     SaSense *sense;
-    /* its tracked threads' totals, read at once the first time a tick needs them (sample.c) */
+    /* its tracked threads' totals, read at once the first time a tick needs them (sample.c,
+       kept in sense-times.c) */
     SaSenseTimes *sense_times;
     guint64 sense_gen;      /* bumped per sensor loaded: which one tracks a VM's threads */
     char *sensing_reason;   /* why this mode, for the log and the status */
@@ -318,7 +319,6 @@ void sa_core_sample_host(SaCore *core);
 bool sa_core_sample_vm(SaCore *core, SaVm *vm);
 void sa_vm_sampling_init(SaVmSampling *s);
 void sa_vm_sampling_clear(SaVmSampling *s);
-void sa_sense_times_free(SaSenseTimes *t);
 
 /* ---- actuator.c ---- */
 void sa_actuator_init(SaCore *core);

@@ -399,93 +399,19 @@ static bool sense_tracks(SaCore *core, SaVm *vm)
     return true;
 }
 
-/* One tracked thread's totals in a reading of the sensor's map. */
-typedef struct {
-    guint64 run_ns;
-    guint64 delay_ns;
-    int last_cpu;
-    guint64 reading; /* the reading that found it */
-} SenseSlot;
-
-/* Every tracked thread's totals, read from the sensor's map in batches the first time a tick
- * needs them: a few system calls for thousands of vCPUs, where a lookup each is one system call
- * per vCPU. The slots stay from tick to tick, so a tick allocates nothing once they exist; a
- * slot of an earlier reading is a thread the map no longer had. */
-struct SaSenseTimes {
-    GHashTable *slots; /* tid -> index + 1 in times */
-    GArray *times;     /* SenseSlot */
-    guint64 tick;      /* core->ticks of the last reading ... */
-    guint64 gen;       /* ... of the sensor of this core->sense_gen */
-    guint64 reading;   /* readings so far (0: none yet) */
-    guint found;       /* threads the last reading found */
-};
-
-void sa_sense_times_free(SaSenseTimes *t)
-{
-    if (!t)
-        return;
-    g_hash_table_unref(t->slots);
-    g_array_unref(t->times);
-    g_free(t);
-}
-
-static void keep_times(pid_t tid, guint64 run_ns, guint64 delay_ns, int last_cpu, gpointer data)
-{
-    SaSenseTimes *t = data;
-    guint i = GPOINTER_TO_UINT(g_hash_table_lookup(t->slots, GINT_TO_POINTER(tid)));
-
-    if (i == 0) {
-        g_array_set_size(t->times, t->times->len + 1);
-        i = t->times->len;
-        g_hash_table_insert(t->slots, GINT_TO_POINTER(tid), GUINT_TO_POINTER(i));
-    }
-    g_array_index(t->times, SenseSlot, i - 1) = (SenseSlot){
-        .run_ns = run_ns, .delay_ns = delay_ns, .last_cpu = last_cpu, .reading = t->reading};
-}
-
-/* Drops the slots of threads the last reading did not find (exited, untracked), once they
- * outnumber the live ones. */
-static void forget_gone(SaSenseTimes *t)
-{
-    g_autoptr(GArray) live = NULL;
-
-    if (t->times->len <= 2 * t->found + 64)
-        return;
-    live = g_array_sized_new(FALSE, FALSE, sizeof(SenseSlot), t->found);
-    GHashTableIter it;
-    gpointer key, value;
-    g_hash_table_iter_init(&it, t->slots);
-    while (g_hash_table_iter_next(&it, &key, &value)) {
-        const SenseSlot *slot = &g_array_index(t->times, SenseSlot, GPOINTER_TO_UINT(value) - 1);
-
-        if (slot->reading != t->reading) {
-            g_hash_table_iter_remove(&it);
-            continue;
-        }
-        g_array_append_val(live, *slot);
-        g_hash_table_iter_replace(&it, GUINT_TO_POINTER(live->len));
-    }
-    g_array_unref(t->times);
-    t->times = g_steal_pointer(&live);
-}
-
-/* This tick's reading of the sensor's map (read now when the tick has none yet). */
+/* This tick's reading of the sensor's map, in batches the first time a tick needs it: a few
+ * system calls for thousands of vCPUs, where a lookup each is one system call per vCPU. */
 static const SaSenseTimes *sense_times_of_tick(SaCore *core)
 {
+    if (!core->sense_times)
+        core->sense_times = sa_sense_times_new();
     SaSenseTimes *t = core->sense_times;
 
-    if (!t) {
-        t = core->sense_times = g_new0(SaSenseTimes, 1);
-        t->slots = g_hash_table_new(g_direct_hash, g_direct_equal);
-        t->times = g_array_new(FALSE, FALSE, sizeof(SenseSlot));
-    }
-    if (t->reading && t->tick == core->ticks && t->gen == core->sense_gen)
+    if (sa_sense_times_is_of(t, core->ticks, core->sense_gen))
         return t;
-    t->tick = core->ticks;
-    t->gen = core->sense_gen;
-    t->reading++;
-    t->found = sa_sense_all_times(core->sense, keep_times, t);
-    forget_gone(t);
+    sa_sense_times_begin(t, core->ticks, core->sense_gen);
+    sa_sense_all_times(core->sense, sa_sense_times_keep, t);
+    sa_sense_times_end(t);
     return t;
 }
 
@@ -499,16 +425,10 @@ static bool read_vcpu_sense(SaCore *core, const SaThreadSampler *t, SaThreadSamp
     if (!t)
         return false;
     pid_t tid = sa_thread_sampler_tid(t);
-    const SaSenseTimes *all = sense_times_of_tick(core);
-    guint i = GPOINTER_TO_UINT(g_hash_table_lookup(all->slots, GINT_TO_POINTER(tid)));
-    const SenseSlot *slot = i ? &g_array_index(all->times, SenseSlot, i - 1) : NULL;
 
-    if (slot && slot->reading == all->reading) {
-        cur->run_ns = slot->run_ns;
-        cur->delay_ns = slot->delay_ns;
-        cur->last_cpu = slot->last_cpu;
+    if (sa_sense_times_get(sense_times_of_tick(core), tid, &cur->run_ns, &cur->delay_ns,
+                           &cur->last_cpu))
         return true;
-    }
     return sa_sense_thread_times(core->sense, tid, &cur->run_ns, &cur->delay_ns, &cur->last_cpu);
 }
 
