@@ -1,8 +1,9 @@
 /* softaffd — the libvirt backend, main-thread side: the connection (opened in a thread,
  * keepalive, close callback, reconnect with back-off), lifecycle / metadata / tunable events,
  * and listing the running domains. Each running domain is handed to the core with
- * sa_core_discover(); the core then runs lv_backend_ops on its workers. Besides opening the
- * connection, the calls made here do not wait on a domain job or the QEMU monitor. */
+ * sa_core_discover(); the core then runs lv_backend_ops on its workers. Opening the connection
+ * and listing the domains run in threads (libvirtd may be slow to answer either); the calls
+ * made on the main loop do not wait on libvirtd, a domain job or the QEMU monitor. */
 #define G_LOG_DOMAIN "softaffd"
 
 #include "backend-libvirt.h"
@@ -27,7 +28,13 @@ struct SaLibvirt {
     guint reconnect_source;
     guint reconnect_delay_ms;
     bool closing;
+    GCancellable *listing;     /* a sync's listing runs in a thread; NULL when none */
+    GHashTable *since_listing; /* UUID -> SEEN_*: what events said while it listed */
+    bool list_again;           /* a sync was asked for while one listed */
 };
+
+/* An event's word on a domain while a sync lists: newer than the listing. */
+enum { SEEN_RUNS = 1, SEEN_GONE = 2 };
 
 /* What the open thread hands to the main loop. */
 typedef struct {
@@ -62,11 +69,15 @@ static void discover_domain(SaLibvirt *lv, virDomainPtr dom)
     if (virDomainGetUUIDString(dom, uuid) < 0)
         return;
     LvDomain *h = domain_handle(lv, dom, uuid);
+    if (lv->listing)
+        g_hash_table_insert(lv->since_listing, g_strdup(uuid), GINT_TO_POINTER(SEEN_RUNS));
     sa_core_discover(lv->core, &lv_backend_ops, h, uuid, virDomainGetName(dom));
 }
 
 static void forget_domain(SaLibvirt *lv, const char *uuid, const char *why)
 {
+    if (lv->listing)
+        g_hash_table_insert(lv->since_listing, g_strdup(uuid), GINT_TO_POINTER(SEEN_GONE));
     sa_core_forget(lv->core, uuid, why);
     g_hash_table_remove(lv->domains, uuid);
 }
@@ -88,27 +99,98 @@ static void forget_missing(SaLibvirt *lv, GHashTable *running)
             g_hash_table_iter_remove(&it);
 }
 
+static void free_domain(gpointer dom)
+{
+    virDomainFree(dom);
+}
+
+static void close_conn(gpointer conn)
+{
+    virConnectClose(conn);
+}
+
+/* A thread: listing the domains waits on libvirtd, which may be slow to answer (right after
+ * its restart, while it reconnects to its guests and a domain job holds it). */
+static void list_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+    virDomainPtr *doms = NULL;
+    int n = virConnectListAllDomains(data, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+    if (n < 0) {
+        g_task_return_new_error(task, SA_ERROR, SA_ERROR_TRANSIENT, "%s", virGetLastErrorMessage());
+        return;
+    }
+    GPtrArray *list = g_ptr_array_new_full((guint)n, free_domain);
+    for (int i = 0; i < n; i++)
+        g_ptr_array_add(list, doms[i]);
+    free(doms);
+    g_task_return_pointer(task, list, (GDestroyNotify)g_ptr_array_unref);
+}
+
+/* Main loop: every listed domain is discovered again and the VMs that no longer run are
+ * forgotten, except where an event since the listing said otherwise (a domain stopped after
+ * it is not discovered; one started after it is not forgotten). */
+static void apply_listing(SaLibvirt *lv, GPtrArray *list)
+{
+    g_autoptr(GHashTable) running = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (guint i = 0; i < list->len; i++) {
+        virDomainPtr dom = g_ptr_array_index(list, i);
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        if (virDomainGetUUIDString(dom, uuid) < 0 ||
+            GPOINTER_TO_INT(g_hash_table_lookup(lv->since_listing, uuid)) == SEEN_GONE)
+            continue;
+        g_hash_table_add(running, g_strdup(uuid));
+        discover_domain(lv, dom);
+    }
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, lv->since_listing);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        if (GPOINTER_TO_INT(value) == SEEN_RUNS)
+            g_hash_table_add(running, g_strdup(key));
+    forget_missing(lv, running);
+}
+
+/* Main loop: the listing thread finished. A cancelled one belongs to a freed SaLibvirt; one
+ * of an earlier connection, or overtaken by a newer sync, is dropped. */
+static void list_done(GObject *source, GAsyncResult *result, gpointer data)
+{
+    GTask *task = G_TASK(result);
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
+        return;
+    SaLibvirt *lv = data;
+    g_clear_object(&lv->listing);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) list = g_task_propagate_pointer(task, &error);
+    if (!list)
+        g_warning("listing domains failed: %s", error->message);
+    else if (g_task_get_task_data(task) == lv->conn && !lv->list_again)
+        apply_listing(lv, list);
+    g_hash_table_remove_all(lv->since_listing);
+    if (lv->list_again) {
+        lv->list_again = false;
+        sa_libvirt_sync(lv);
+    }
+}
+
 void sa_libvirt_sync(SaLibvirt *lv)
 {
     if (!lv->conn)
         return;
-    virDomainPtr *doms = NULL;
-    int n = virConnectListAllDomains(lv->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
-    if (n < 0) {
-        g_warning("listing domains failed: %s", virGetLastErrorMessage());
+    if (lv->listing) {
+        lv->list_again = true;
         return;
     }
-    g_autoptr(GHashTable) running = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    for (int i = 0; i < n; i++) {
-        char uuid[VIR_UUID_STRING_BUFLEN];
-        if (virDomainGetUUIDString(doms[i], uuid) == 0) {
-            g_hash_table_add(running, g_strdup(uuid));
-            discover_domain(lv, doms[i]);
-        }
-        virDomainFree(doms[i]);
-    }
-    free(doms);
-    forget_missing(lv, running);
+    virConnectRef(lv->conn);
+    lv->listing = g_cancellable_new();
+    GTask *task = g_task_new(NULL, lv->listing, list_done, lv);
+    g_task_set_task_data(task, lv->conn, close_conn);
+    g_task_run_in_thread(task, list_thread);
+    g_object_unref(task);
+}
+
+bool sa_libvirt_syncing(const SaLibvirt *lv)
+{
+    return lv->listing != NULL;
 }
 
 /* Events come with the domain's id at the time: -1 for a domain that does not run. */
@@ -328,6 +410,7 @@ SaLibvirt *sa_libvirt_new(SaCore *core, const char *uri)
     lv->core = core;
     lv->shared = lv_shared_new(core, uri);
     lv->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, lv_domain_unref);
+    lv->since_listing = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     for (guint i = 0; i < G_N_ELEMENTS(lv->cb_ids); i++)
         lv->cb_ids[i] = -1;
     return lv;
@@ -341,10 +424,15 @@ void sa_libvirt_free(SaLibvirt *lv)
         g_cancellable_cancel(lv->opening);
         g_clear_object(&lv->opening);
     }
+    if (lv->listing) {
+        g_cancellable_cancel(lv->listing);
+        g_clear_object(&lv->listing);
+    }
     if (lv->reconnect_source)
         g_source_remove(lv->reconnect_source);
     drop_connection(lv);
     g_hash_table_unref(lv->domains);
+    g_hash_table_unref(lv->since_listing);
     lv_shared_unref(lv->shared);
     g_free(lv);
 }

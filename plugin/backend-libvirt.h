@@ -24,7 +24,10 @@ void sa_libvirt_free(SaLibvirt *lv);
 bool sa_libvirt_connect(SaLibvirt *lv);
 bool sa_libvirt_is_connected(const SaLibvirt *lv);
 /* Re-discovers every running domain and forgets the VMs that no longer run (after a connect,
- * SIGHUP). */
+ * SIGHUP). The listing runs in a thread (libvirtd may be slow to answer it) and is applied on
+ * the main loop; a sync asked for meanwhile runs after it. */
 void sa_libvirt_sync(SaLibvirt *lv);
+/* Whether a sync's listing is under way. */
+bool sa_libvirt_syncing(const SaLibvirt *lv);
 
 G_END_DECLS

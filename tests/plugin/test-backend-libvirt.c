@@ -310,15 +310,23 @@ static gboolean wake(gpointer data)
 }
 
 /* Runs the main loop until lv is connected, or fails after 10 s. */
+/* Connected, and the connection's sync applied. */
 static void wait_connected(SaLibvirt *lv)
 {
     guint ticker = g_timeout_add(10, wake, NULL);
     gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
-    while (!sa_libvirt_is_connected(lv)) {
+    while (!sa_libvirt_is_connected(lv) || sa_libvirt_syncing(lv)) {
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_main_context_iteration(NULL, TRUE);
     }
     g_source_remove(ticker);
+}
+
+/* A sync, and its listing applied. */
+static void sync_now(SaLibvirt *lv)
+{
+    sa_libvirt_sync(lv);
+    wait_connected(lv);
 }
 
 /* Dispatches what is pending (libvirt's domain events). */
@@ -943,7 +951,7 @@ static void test_user_pin_unheard(Fixture *f, gconstpointer data)
     g_autoptr(SaVmFacts) before = discover(web, &error);
     assert_pin(before->vcpu_pins, 0, "(none)"); /* nothing heard yet */
     lv_domain_mark_unheard(web);
-    sa_libvirt_sync(f->lv);
+    sync_now(f->lv);
     g_autoptr(SaVmFacts) after = discover(web, &error);
     g_assert_no_error(error);
     assert_pin(after->vcpu_pins, 0, "6");
@@ -1022,12 +1030,18 @@ static void test_lifecycle(Fixture *f, gconstpointer data)
     g_assert_null(facts->vcpu_pins);
 }
 
-/* A sync forgets the VMs the core knows that no longer run; threads_lost discovers again. */
+/* A sync forgets the VMs the core knows that no longer run; threads_lost discovers again. The
+ * listing runs in a thread, never on the caller's stack (the main loop: libvirtd may take
+ * seconds to answer it right after its restart). */
 static void test_sync_forgets(Fixture *f, gconstpointer data)
 {
     connect_backend(f);
     g_hash_table_add(fake.keys, g_strdup("0bad0000-0000-4000-8000-00000000dead"));
     sa_libvirt_sync(f->lv);
+    g_assert_true(sa_libvirt_syncing(f->lv));
+    g_assert_cmpuint(fake.forgotten->len, ==, 0);
+    g_assert_cmpuint(count_discovered(WEB_UUID), ==, 1);
+    wait_connected(f->lv);
     g_assert_cmpuint(fake.forgotten->len, ==, 1);
     g_assert_cmpstr(g_ptr_array_index(fake.forgotten, 0), ==,
                     "0bad0000-0000-4000-8000-00000000dead: no longer running");
@@ -1038,6 +1052,34 @@ static void test_sync_forgets(Fixture *f, gconstpointer data)
     /* The core lost a vCPU thread: the domain is read again. */
     lv_backend_ops.threads_lost(handle_of(SCRATCH_UUID));
     g_assert_cmpuint(count_discovered(SCRATCH_UUID), ==, 3);
+
+    /* A sync asked for while one lists runs after it, once. */
+    sa_libvirt_sync(f->lv);
+    sa_libvirt_sync(f->lv);
+    wait_connected(f->lv);
+    g_assert_cmpuint(count_discovered(WEB_UUID), ==, 3);
+}
+
+/* A domain stopped while a sync lists is forgotten and stays so, whether the listing saw it
+ * or not; one started meanwhile is discovered and not forgotten by the sync. */
+static void test_sync_events_meanwhile(Fixture *f, gconstpointer data)
+{
+    connect_backend(f);
+    g_autoptr(virDomain) web = lv_domain_get_dom(handle_of(WEB_UUID));
+    g_autoptr(virDomain) off = virDomainLookupByUUIDString(virDomainGetConnect(web), OFF_UUID);
+    g_assert_nonnull(off);
+    sa_libvirt_sync(f->lv);
+    g_assert_cmpint(virDomainDestroy(web), ==, 0);
+    g_assert_cmpint(virDomainCreate(off), ==, 0);
+    wait_connected(f->lv);
+    run_events();
+    g_assert_cmpuint(fake.forgotten->len, ==, 1);
+    g_assert_cmpstr(g_ptr_array_index(fake.forgotten, 0), ==, WEB_UUID ": stopped");
+    guint web_seen = count_discovered(WEB_UUID);
+    g_assert_cmpuint(count_discovered(OFF_UUID), >=, 1);
+    sync_now(f->lv);
+    g_assert_cmpuint(count_discovered(WEB_UUID), ==, web_seen);
+    g_assert_cmpuint(fake.forgotten->len, ==, 1);
 }
 
 /* Tunable events (the test driver sends none for pins: the callback's logic is called as the
@@ -1228,6 +1270,8 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/backend-libvirt/sync-forgets", Fixture, NULL, fixture_setup, test_sync_forgets,
                fixture_teardown);
+    g_test_add("/backend-libvirt/sync-events-meanwhile", Fixture, NULL, fixture_setup,
+               test_sync_events_meanwhile, fixture_teardown);
     g_test_add("/backend-libvirt/tunables", Fixture, NULL, fixture_setup, test_tunables,
                fixture_teardown);
     g_test_add("/backend-libvirt/user-pin-equal", Fixture, NULL, fixture_setup, test_user_pin_equal,
