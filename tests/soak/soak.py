@@ -47,6 +47,7 @@ GRACE_S = 2.0          # a user's pin: the old set is still accepted this long a
 STATUS_MAX_S = 1.0
 POLL_S = 0.1
 STATUS_EVERY_S = 0.5
+MAX_INCIDENTS = 8      # operations libvirt or a guest did not complete: more end the run
 _IO_COMM = re.compile(r"^IO iothread(\d+)$")
 
 
@@ -540,12 +541,7 @@ class Soak:
         time.sleep(op["hold"])
 
     def incident(self, op, error):
-        text = " ".join(str(error).split())[:300]
-        log("INCIDENT seed=%d step=%d (%s): %s" % (self.seed, self.step, self.op_text, text))
-        self.incidents.append({"seed": self.seed, "step": self.step, "op": self.op_text,
-                               "error": text})
-        if len(self.incidents) > 5:
-            raise AssertionError("more than 5 incidents: the host or libvirt is unusable")
+        self.note_incident(error)
         labels = [op["guest"]] if op.get("guest") else []
         if op.get("save_guest"):
             labels.append(op["save_guest"])
@@ -561,12 +557,34 @@ class Soak:
                 os.unlink(image)
             if g.persistent:
                 T.virsh("managedsave-remove", g.name, check=False)
-            self.op_destroy_start({"guest": label})
+            self.start_afresh(label)
         with self.lock:
             up = self.daemon_up
         if not up or self.daemon.proc.poll() is not None:
             self.daemon_down()
             self.start_daemon()
+
+    def note_incident(self, error):
+        text = " ".join(str(error).split())[:300]
+        log("INCIDENT seed=%d step=%d (%s): %s" % (self.seed, self.step, self.op_text, text))
+        self.incidents.append({"seed": self.seed, "step": self.step, "op": self.op_text,
+                               "error": text})
+        if len(self.incidents) > MAX_INCIDENTS:
+            raise AssertionError("more than %d incidents: the host or libvirt is unusable"
+                                 % MAX_INCIDENTS)
+
+    def start_afresh(self, label, attempts=3):
+        """A guest that did not come up (a TCG guest starved on a loaded host boots for
+        minutes) is started again, up to attempts times, each failure an incident too."""
+        for attempt in range(attempts):
+            try:
+                self.op_destroy_start({"guest": label})
+                return
+            except (RuntimeError, AssertionError) as e:
+                if attempt == attempts - 1:
+                    raise
+                self.note_incident(e)
+                log("incident: %s starts afresh again" % label)
 
     # ---- the end: decisions still flow ----
     def flow_check(self):
