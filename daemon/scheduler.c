@@ -476,13 +476,10 @@ void sa_core_reload_actuation(SaCore *core, SaActuationMode old_mode)
      * tick (the threads stay in: a VM the reload leaves unmanaged takes its own out). */
     if (core->sched) {
         g_autoptr(GPtrArray) vms = sa_core_sorted_vms(core);
+        Parts p;
 
         for (guint i = 0; i < vms->len; i++)
             ((SaVm *)g_ptr_array_index(vms, i))->sched.home = -1;
-    }
-    if (core->sched) {
-        Parts p;
-
         parts_of(core->topo, &p);
         if (!ops_of(core)->set_partitions(core->sched, p.cpu_part, p.n_cpus, p.n_parts, p.distance,
                                           &error)) {
