@@ -1,7 +1,8 @@
 /* softaff — the scheduler part on a real sched_ext kernel: loads sched/'s scheduler, switches
  * spinning threads of this process in and checks owners first, bursting, softness 0, the
  * thread's own cpumask, that no other thread changes class, detach and SIGKILL of the loader,
- * and that the stall fault gets the scheduler ejected with the kernel's reason.
+ * that a fair-class hog on a home CPU starves no thread, and that the stall fault gets the
+ * scheduler ejected with the kernel's reason.
  *
  * Needs root and exactly 2 CPUs, one partition each (the 2-node test host, run-tcg.sh).
  * On a kernel without sched_ext it skips (exit 77), or fails with SOFTAFF_REQUIRE_SCHED_EXT=1
@@ -289,6 +290,158 @@ static void test_sigkill(Spinner *a, Spinner *b)
     }
 }
 
+/* Watches sp for secs with the scheduler s running: the longest time its work did not grow, and
+ * whether the kernel ejected the scheduler meanwhile (then ex says why). */
+static double watch(SaSched *s, Spinner *sp, double secs, bool *ejected, SaSchedExit *ex)
+{
+    double t0 = now_s(), last = t0, gap = 0;
+    unsigned long long w = atomic_load(&sp->work);
+
+    *ejected = false;
+    while (now_s() - t0 < secs) {
+        unsigned long long w1;
+
+        sleep_ms(20);
+        w1 = atomic_load(&sp->work);
+        if (w1 != w) {
+            w = w1;
+            last = now_s();
+        }
+        gap = MAX(gap, now_s() - last);
+        if (!*ejected && sa_sched_ejected(s, ex))
+            *ejected = true;
+    }
+    return gap;
+}
+
+/* The fair class ranks above sched_ext: a fair-class hog pinned on a vCPU thread's home CPU
+ * holds that CPU for as long as it spins. The scheduler must keep every one of its threads
+ * running (the kernel's watchdog ejects it after sa_sched_timeout_ms() otherwise). Each case
+ * loads the scheduler afresh, so one ejection does not hide the next. */
+static void test_fair_hog(void)
+{
+    double secs = 2.5 * sa_sched_timeout_ms() / 1000.0;
+    cpu_set_t only1;
+
+    CPU_ZERO(&only1);
+    CPU_SET(n_cpus - 1, &only1);
+
+    /* 1. A softness-0 owner of partition 1 switched in while it runs on CPU 0 (the hog holds
+     * CPU 1): it must wait at home where the kernel's ext server finds it, not on CPU 0's
+     * runqueue, where no CPU of its home ever looks. */
+    {
+        Spinner *hog = spinner_new(0, 0, &only1), *owner = spinner_new(0, 0, NULL);
+        SaSched *s = load_and_attach(NULL, NULL);
+        SaSchedCounters c0 = {0}, c1 = {0};
+        SaSchedExit ex = {0};
+        unsigned long long w0;
+        bool ejected;
+        double gap;
+
+        sleep_ms(300);
+        if (s && add(s, owner, 1, 0, 1)) {
+            sleep_ms(200);
+            read_counters(s, owner->tid, &c0);
+            w0 = atomic_load(&owner->work);
+            gap = watch(s, owner, secs, &ejected, &ex);
+            read_counters(s, owner->tid, &c1);
+            printf("# fair hog on home, softness 0: %.0f ms at home, %.0f ms away in %.1f s, "
+                   "longest stop %.2f s; %s%s\n",
+                   MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), secs, gap,
+                   ejected ? "ejected: " : "not ejected", ejected ? ex.msg : "");
+            check(!ejected, "fair hog on home, softness 0: the scheduler is not ejected (%s)",
+                  ejected ? ex.msg : "-");
+            check(atomic_load(&owner->work) > w0 && c1.run_ns[1] > c0.run_ns[1],
+                  "fair hog on home, softness 0: the owner keeps running at home");
+        }
+        if (s)
+            sa_sched_free(s);
+        spinner_free(owner);
+        spinner_free(hog);
+    }
+
+    /* 2. A soft owner of partition 1 whose home the hog holds, beside a spinning owner of
+     * partition 0 (owners first there): it must still run, at home through the ext server. */
+    {
+        Spinner *hog = spinner_new(0, 0, &only1), *o0 = spinner_new(0, 0, NULL),
+                *x = spinner_new(0, 0, NULL);
+        SaSched *s = load_and_attach(NULL, NULL);
+        SaSchedCounters c0 = {0}, c1 = {0}, z0 = {0}, z1 = {0};
+        SaSchedExit ex = {0};
+        unsigned long long w0;
+        bool ejected;
+        double gap;
+
+        sleep_ms(300);
+        if (s && add(s, o0, 0, 0, 1) && add(s, x, 1, 100, 2)) {
+            sleep_ms(200);
+            read_counters(s, x->tid, &c0);
+            read_counters(s, o0->tid, &z0);
+            w0 = atomic_load(&x->work);
+            gap = watch(s, x, secs, &ejected, &ex);
+            read_counters(s, x->tid, &c1);
+            read_counters(s, o0->tid, &z1);
+            printf("# fair hog on home, soft beside a busy owner of partition 0: %.0f ms at "
+                   "home, %.0f ms away in %.1f s, longest stop %.2f s; owner 0 %.0f ms; %s%s\n",
+                   MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), secs, gap,
+                   MS(z1.run_ns[0] - z0.run_ns[0]), ejected ? "ejected: " : "not ejected",
+                   ejected ? ex.msg : "");
+            check(!ejected, "fair hog on home, soft: the scheduler is not ejected (%s)",
+                  ejected ? ex.msg : "-");
+            check(atomic_load(&x->work) > w0, "fair hog on home, soft: the owner keeps running");
+            check(z1.run_ns[0] - z0.run_ns[0] > 0.5 * secs * 1e9,
+                  "fair hog on home, soft: owners first on partition 0 (%.0f%%)",
+                  100 * (z1.run_ns[0] - z0.run_ns[0]) / (secs * 1e9));
+        }
+        if (s)
+            sa_sched_free(s);
+        spinner_free(x);
+        spinner_free(o0);
+        spinner_free(hog);
+    }
+
+    /* 3. The hog arrives on a soft owner's home while partition 0 is idle: the owner, taken
+     * off its CPU by the fair class, bursts onto the idle partition. */
+    {
+        Spinner *x = spinner_new(0, 0, NULL), *hog;
+        SaSched *s = load_and_attach(NULL, NULL);
+        SaSchedCounters c0 = {0}, c1 = {0};
+        SaSchedExit ex = {0};
+        bool ejected;
+        double t0, first = -1, gap;
+
+        if (s && add(s, x, 1, 100, 1)) {
+            sleep_ms(300);
+            read_counters(s, x->tid, &c0);
+            hog = spinner_new(0, 0, &only1);
+            t0 = now_s();
+            while (now_s() - t0 < 2) {
+                read_counters(s, x->tid, &c1);
+                if (c1.run_ns[0] > c0.run_ns[0]) {
+                    first = now_s() - t0;
+                    break;
+                }
+                sleep_ms(5);
+            }
+            read_counters(s, x->tid, &c0);
+            gap = watch(s, x, 4, &ejected, &ex);
+            read_counters(s, x->tid, &c1);
+            printf("# fair hog arrives on home, partition 0 idle: first run away after %.3f s; "
+                   "then %.0f ms away, %.0f ms at home in 4 s, longest stop %.2f s\n",
+                   first, MS(c1.run_ns[0] - c0.run_ns[0]), MS(c1.run_ns[1] - c0.run_ns[1]), gap);
+            check(!ejected, "fair hog arrives: the scheduler is not ejected (%s)",
+                  ejected ? ex.msg : "-");
+            check(c1.run_ns[0] - c0.run_ns[0] > 0.5 * 4e9,
+                  "fair hog arrives: the soft owner runs on the idle partition (%.0f%% of 4 s)",
+                  100 * (c1.run_ns[0] - c0.run_ns[0]) / 4e9);
+            spinner_free(hog);
+        }
+        if (s)
+            sa_sched_free(s);
+        spinner_free(x);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -546,7 +699,10 @@ int main(int argc, char **argv)
               "detach: all threads SCHED_OTHER, affinity unchanged, state %s", state);
     }
 
-    /* 8. The stall fault: the watchdog ejects the scheduler and says why. */
+    /* 8. A fair-class hog on a home CPU (the class above ours): no thread starves. */
+    test_fair_hog();
+
+    /* 9. The stall fault: the watchdog ejects the scheduler and says why. */
     s = load_and_attach(NULL, NULL);
     if (!s)
         return 1;
