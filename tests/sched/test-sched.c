@@ -314,6 +314,15 @@ static double watch(SaSched *s, Spinner *sp, double secs, bool *ejected, SaSched
     return gap;
 }
 
+/* The kernel's sched_ext event counters (/sys/kernel/sched_ext/root/events), on one line. */
+static void print_events(const char *what)
+{
+    g_autofree char *ev = read_sysfs("root/events");
+
+    g_strdelimit(ev, "\n", ',');
+    printf("# %s: kernel events: %s\n", what, ev);
+}
+
 /* The fair class ranks above sched_ext: a fair-class hog pinned on a vCPU thread's home CPU
  * holds that CPU for as long as it spins. The scheduler must keep every one of its threads
  * running (the kernel's watchdog ejects it after sa_sched_timeout_ms() otherwise). Each case
@@ -353,6 +362,7 @@ static void test_fair_hog(void)
                   ejected ? ex.msg : "-");
             check(atomic_load(&owner->work) > w0 && c1.run_ns[1] > c0.run_ns[1],
                   "fair hog on home, softness 0: the owner keeps running at home");
+            print_events("fair hog on home, softness 0");
         }
         if (s)
             sa_sched_free(s);
@@ -389,6 +399,7 @@ static void test_fair_hog(void)
             check(!ejected, "fair hog on home, soft: the scheduler is not ejected (%s)",
                   ejected ? ex.msg : "-");
             check(atomic_load(&x->work) > w0, "fair hog on home, soft: the owner keeps running");
+            print_events("fair hog on home, soft");
             check(z1.run_ns[0] - z0.run_ns[0] > 0.5 * secs * 1e9,
                   "fair hog on home, soft: owners first on partition 0 (%.0f%%)",
                   100 * (z1.run_ns[0] - z0.run_ns[0]) / (secs * 1e9));
