@@ -325,132 +325,156 @@ static void print_events(const char *what)
 
 /* The fair class ranks above sched_ext: a fair-class hog pinned on a vCPU thread's home CPU
  * holds that CPU for as long as it spins. The scheduler must keep every one of its threads
- * running (the kernel's watchdog ejects it after sa_sched_timeout_ms() otherwise). Each case
- * loads the scheduler afresh, so one ejection does not hide the next. */
+ * running (the kernel's watchdog ejects it after sa_sched_timeout_ms() otherwise). The cases
+ * share one scheduler; after an ejection the next case loads it again, so one does not hide the
+ * next (each enable and disable patches live kernel code, which TCG does not always survive). */
+typedef struct {
+    SaSched *s;
+    double secs;
+    cpu_set_t only1;
+} Hog;
+
+/* After a case: its threads out of the scheduler, or the scheduler freed if it was ejected. */
+static void hog_case_end(Hog *h, bool ejected, Spinner **threads, guint n)
+{
+    for (guint i = 0; i < n && h->s && !ejected; i++)
+        sa_sched_remove_thread(h->s, threads[i]->tid, NULL);
+    if (ejected && h->s) {
+        sa_sched_free(h->s);
+        h->s = NULL;
+    }
+}
+
+/* 1. A softness-0 owner of partition 1 switched in while it runs on CPU 0 (the hog holds CPU
+ * 1): it must wait at home where the kernel's ext server finds it, not on CPU 0's runqueue,
+ * where no CPU of its home ever looks. */
+static void hog_strict_switched_in_away(Hog *h)
+{
+    Spinner *hog = spinner_new(0, 0, &h->only1), *owner = spinner_new(0, 0, NULL);
+    SaSchedCounters c0 = {0}, c1 = {0};
+    SaSchedExit ex = {0};
+    unsigned long long w0;
+    bool ejected = false;
+    double gap;
+
+    sleep_ms(300);
+    if (h->s && add(h->s, owner, 1, 0, 1)) {
+        sleep_ms(200);
+        read_counters(h->s, owner->tid, &c0);
+        w0 = atomic_load(&owner->work);
+        gap = watch(h->s, owner, h->secs, &ejected, &ex);
+        read_counters(h->s, owner->tid, &c1);
+        printf("# fair hog on home, softness 0: %.0f ms at home, %.0f ms away in %.1f s, longest "
+               "stop %.2f s; %s%s\n",
+               MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), h->secs, gap,
+               ejected ? "ejected: " : "not ejected", ejected ? ex.msg : "");
+        check(!ejected, "fair hog on home, softness 0: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(atomic_load(&owner->work) > w0 && c1.run_ns[1] > c0.run_ns[1],
+              "fair hog on home, softness 0: the owner keeps running at home");
+        if (!ejected)
+            print_events("fair hog on home, softness 0");
+    }
+    hog_case_end(h, ejected, &owner, 1);
+    spinner_free(owner);
+    spinner_free(hog);
+}
+
+/* 2. A soft owner of partition 1 whose home the hog holds, beside a spinning owner of partition
+ * 0 (owners first there): it must still run. */
+static void hog_soft_beside_owner(Hog *h)
+{
+    Spinner *hog = spinner_new(0, 0, &h->only1), *o0 = spinner_new(0, 0, NULL),
+            *x = spinner_new(0, 0, NULL), *both[] = {o0, x};
+    SaSchedCounters c0 = {0}, c1 = {0}, z0 = {0}, z1 = {0};
+    SaSchedExit ex = {0};
+    unsigned long long w0;
+    bool ejected = false;
+    double gap;
+
+    sleep_ms(300);
+    if (h->s && add(h->s, o0, 0, 0, 2) && add(h->s, x, 1, 100, 3)) {
+        sleep_ms(200);
+        read_counters(h->s, x->tid, &c0);
+        read_counters(h->s, o0->tid, &z0);
+        w0 = atomic_load(&x->work);
+        gap = watch(h->s, x, h->secs, &ejected, &ex);
+        read_counters(h->s, x->tid, &c1);
+        read_counters(h->s, o0->tid, &z1);
+        printf("# fair hog on home, soft beside a busy owner of partition 0: %.0f ms at home, "
+               "%.0f ms away in %.1f s, longest stop %.2f s; owner 0 %.0f ms; %s%s\n",
+               MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), h->secs, gap,
+               MS(z1.run_ns[0] - z0.run_ns[0]), ejected ? "ejected: " : "not ejected",
+               ejected ? ex.msg : "");
+        check(!ejected, "fair hog on home, soft: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(atomic_load(&x->work) > w0, "fair hog on home, soft: the owner keeps running");
+        check(z1.run_ns[0] - z0.run_ns[0] > 0.5 * h->secs * 1e9,
+              "fair hog on home, soft: owners first on partition 0 (%.0f%%)",
+              100 * (z1.run_ns[0] - z0.run_ns[0]) / (h->secs * 1e9));
+        if (!ejected)
+            print_events("fair hog on home, soft");
+    }
+    hog_case_end(h, ejected, both, 2);
+    spinner_free(x);
+    spinner_free(o0);
+    spinner_free(hog);
+}
+
+/* 3. The hog arrives on a soft owner's home while partition 0 is idle: the owner, taken off its
+ * CPU by the fair class, bursts onto the idle partition. */
+static void hog_arrives(Hog *h)
+{
+    Spinner *x = spinner_new(0, 0, NULL), *hog;
+    SaSchedCounters c0 = {0}, c1 = {0};
+    SaSchedExit ex = {0};
+    bool ejected = false;
+    double t0, first = -1, gap;
+
+    if (h->s && add(h->s, x, 1, 100, 4)) {
+        sleep_ms(300);
+        read_counters(h->s, x->tid, &c0);
+        hog = spinner_new(0, 0, &h->only1);
+        t0 = now_s();
+        while (now_s() - t0 < 2) {
+            read_counters(h->s, x->tid, &c1);
+            if (c1.run_ns[0] > c0.run_ns[0]) {
+                first = now_s() - t0;
+                break;
+            }
+            sleep_ms(5);
+        }
+        read_counters(h->s, x->tid, &c0);
+        gap = watch(h->s, x, 4, &ejected, &ex);
+        read_counters(h->s, x->tid, &c1);
+        printf("# fair hog arrives on home, partition 0 idle: first run away after %.3f s; then "
+               "%.0f ms away, %.0f ms at home in 4 s, longest stop %.2f s\n",
+               first, MS(c1.run_ns[0] - c0.run_ns[0]), MS(c1.run_ns[1] - c0.run_ns[1]), gap);
+        check(!ejected, "fair hog arrives: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(c1.run_ns[0] - c0.run_ns[0] > 0.5 * 4e9,
+              "fair hog arrives: the soft owner runs on the idle partition (%.0f%% of 4 s)",
+              100 * (c1.run_ns[0] - c0.run_ns[0]) / 4e9);
+        spinner_free(hog);
+    }
+    hog_case_end(h, ejected, &x, 1);
+    spinner_free(x);
+}
+
 static void test_fair_hog(void)
 {
-    double secs = 2.5 * sa_sched_timeout_ms() / 1000.0;
-    cpu_set_t only1;
+    Hog h = {.secs = 2.5 * sa_sched_timeout_ms() / 1000.0};
+    void (*cases[])(Hog *) = {hog_strict_switched_in_away, hog_soft_beside_owner, hog_arrives};
 
-    CPU_ZERO(&only1);
-    CPU_SET(n_cpus - 1, &only1);
-
-    /* 1. A softness-0 owner of partition 1 switched in while it runs on CPU 0 (the hog holds
-     * CPU 1): it must wait at home where the kernel's ext server finds it, not on CPU 0's
-     * runqueue, where no CPU of its home ever looks. */
-    {
-        Spinner *hog = spinner_new(0, 0, &only1), *owner = spinner_new(0, 0, NULL);
-        SaSched *s = load_and_attach(NULL, NULL);
-        SaSchedCounters c0 = {0}, c1 = {0};
-        SaSchedExit ex = {0};
-        unsigned long long w0;
-        bool ejected;
-        double gap;
-
-        sleep_ms(300);
-        if (s && add(s, owner, 1, 0, 1)) {
-            sleep_ms(200);
-            read_counters(s, owner->tid, &c0);
-            w0 = atomic_load(&owner->work);
-            gap = watch(s, owner, secs, &ejected, &ex);
-            read_counters(s, owner->tid, &c1);
-            printf("# fair hog on home, softness 0: %.0f ms at home, %.0f ms away in %.1f s, "
-                   "longest stop %.2f s; %s%s\n",
-                   MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), secs, gap,
-                   ejected ? "ejected: " : "not ejected", ejected ? ex.msg : "");
-            check(!ejected, "fair hog on home, softness 0: the scheduler is not ejected (%s)",
-                  ejected ? ex.msg : "-");
-            check(atomic_load(&owner->work) > w0 && c1.run_ns[1] > c0.run_ns[1],
-                  "fair hog on home, softness 0: the owner keeps running at home");
-            print_events("fair hog on home, softness 0");
-        }
-        if (s)
-            sa_sched_free(s);
-        spinner_free(owner);
-        spinner_free(hog);
+    CPU_ZERO(&h.only1);
+    CPU_SET(n_cpus - 1, &h.only1);
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        if (!h.s)
+            h.s = load_and_attach(NULL, NULL);
+        cases[i](&h);
     }
-
-    /* 2. A soft owner of partition 1 whose home the hog holds, beside a spinning owner of
-     * partition 0 (owners first there): it must still run, at home through the ext server. */
-    {
-        Spinner *hog = spinner_new(0, 0, &only1), *o0 = spinner_new(0, 0, NULL),
-                *x = spinner_new(0, 0, NULL);
-        SaSched *s = load_and_attach(NULL, NULL);
-        SaSchedCounters c0 = {0}, c1 = {0}, z0 = {0}, z1 = {0};
-        SaSchedExit ex = {0};
-        unsigned long long w0;
-        bool ejected;
-        double gap;
-
-        sleep_ms(300);
-        if (s && add(s, o0, 0, 0, 1) && add(s, x, 1, 100, 2)) {
-            sleep_ms(200);
-            read_counters(s, x->tid, &c0);
-            read_counters(s, o0->tid, &z0);
-            w0 = atomic_load(&x->work);
-            gap = watch(s, x, secs, &ejected, &ex);
-            read_counters(s, x->tid, &c1);
-            read_counters(s, o0->tid, &z1);
-            printf("# fair hog on home, soft beside a busy owner of partition 0: %.0f ms at "
-                   "home, %.0f ms away in %.1f s, longest stop %.2f s; owner 0 %.0f ms; %s%s\n",
-                   MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), secs, gap,
-                   MS(z1.run_ns[0] - z0.run_ns[0]), ejected ? "ejected: " : "not ejected",
-                   ejected ? ex.msg : "");
-            check(!ejected, "fair hog on home, soft: the scheduler is not ejected (%s)",
-                  ejected ? ex.msg : "-");
-            check(atomic_load(&x->work) > w0, "fair hog on home, soft: the owner keeps running");
-            print_events("fair hog on home, soft");
-            check(z1.run_ns[0] - z0.run_ns[0] > 0.5 * secs * 1e9,
-                  "fair hog on home, soft: owners first on partition 0 (%.0f%%)",
-                  100 * (z1.run_ns[0] - z0.run_ns[0]) / (secs * 1e9));
-        }
-        if (s)
-            sa_sched_free(s);
-        spinner_free(x);
-        spinner_free(o0);
-        spinner_free(hog);
-    }
-
-    /* 3. The hog arrives on a soft owner's home while partition 0 is idle: the owner, taken
-     * off its CPU by the fair class, bursts onto the idle partition. */
-    {
-        Spinner *x = spinner_new(0, 0, NULL), *hog;
-        SaSched *s = load_and_attach(NULL, NULL);
-        SaSchedCounters c0 = {0}, c1 = {0};
-        SaSchedExit ex = {0};
-        bool ejected;
-        double t0, first = -1, gap;
-
-        if (s && add(s, x, 1, 100, 1)) {
-            sleep_ms(300);
-            read_counters(s, x->tid, &c0);
-            hog = spinner_new(0, 0, &only1);
-            t0 = now_s();
-            while (now_s() - t0 < 2) {
-                read_counters(s, x->tid, &c1);
-                if (c1.run_ns[0] > c0.run_ns[0]) {
-                    first = now_s() - t0;
-                    break;
-                }
-                sleep_ms(5);
-            }
-            read_counters(s, x->tid, &c0);
-            gap = watch(s, x, 4, &ejected, &ex);
-            read_counters(s, x->tid, &c1);
-            printf("# fair hog arrives on home, partition 0 idle: first run away after %.3f s; "
-                   "then %.0f ms away, %.0f ms at home in 4 s, longest stop %.2f s\n",
-                   first, MS(c1.run_ns[0] - c0.run_ns[0]), MS(c1.run_ns[1] - c0.run_ns[1]), gap);
-            check(!ejected, "fair hog arrives: the scheduler is not ejected (%s)",
-                  ejected ? ex.msg : "-");
-            check(c1.run_ns[0] - c0.run_ns[0] > 0.5 * 4e9,
-                  "fair hog arrives: the soft owner runs on the idle partition (%.0f%% of 4 s)",
-                  100 * (c1.run_ns[0] - c0.run_ns[0]) / 4e9);
-            spinner_free(hog);
-        }
-        if (s)
-            sa_sched_free(s);
-        spinner_free(x);
-    }
+    if (h.s)
+        sa_sched_free(h.s);
 }
 
 int main(int argc, char **argv)
