@@ -8,6 +8,12 @@
  * nearest first, within its own cpumask and only as far as its reach (0: never leaves home). At
  * its next wakeup or slice end it goes home if home has an idle CPU.
  *
+ * The fair class ranks above sched_ext: a CPU it holds runs no thread of ours except through
+ * the kernel's ext server (a deadline server, 7.x), and that only for threads on that CPU's
+ * runqueue. So a thread waiting at home is always on the runqueue of a home CPU in its own set,
+ * and the threads waiting on a CPU's local queue when the fair class takes it are placed again
+ * (cpu_release) rather than left behind it.
+ *
  * The kernel types are the few members used, declared here with preserve_access_index: libbpf
  * relocates them against the running kernel's BTF, and matches the members of sched_ext_ops by
  * name. Every kfunc and ops signature was checked against Linux 7.2's BTF. */
@@ -33,6 +39,7 @@ struct cpumask {
 struct sched_ext_entity {
     u32 flags;
     u32 weight;
+    u64 slice; /* the one member BPF may write (dispatch refills a prev that goes on) */
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -57,6 +64,8 @@ struct scx_exit_info {
 
 struct scx_init_task_args;
 struct scx_exit_task_args;
+struct scx_cpu_acquire_args;
+struct scx_cpu_release_args;
 
 /* The members this program sets; libbpf finds each by name in the kernel's sched_ext_ops. */
 struct sched_ext_ops {
@@ -72,6 +81,8 @@ struct sched_ext_ops {
     u64 flags;
     u32 timeout_ms;
     char name[128];
+    void (*cpu_acquire)(s32 cpu, struct scx_cpu_acquire_args *args);
+    void (*cpu_release)(s32 cpu, struct scx_cpu_release_args *args);
 } __attribute__((preserve_access_index));
 
 /* Constants of the sched_ext ABI (stable since 6.12; values as in 7.2). */
@@ -82,6 +93,7 @@ struct sched_ext_ops {
 #define SCX_OPS_ENQ_LAST 2
 #define SCX_OPS_SWITCH_PARTIAL 8
 #define SCX_ENQ_WAKEUP 1ULL
+#define SCX_ENQ_REENQ (1ULL << 40)
 #define SCX_ENQ_LAST (1ULL << 41)
 #define SCX_TASK_QUEUED 1
 
@@ -96,8 +108,8 @@ extern bool scx_bpf_test_and_clear_cpu_idle(s32 cpu) __ksym;
 extern s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags,
                                   bool *is_idle) __ksym;
 extern s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
-extern bool scx_bpf_task_running(const struct task_struct *p) __ksym;
 extern bool bpf_cpumask_test_cpu(u32 cpu, const struct cpumask *cpumask) __ksym;
+extern u32 scx_bpf_reenqueue_local(void) __ksym;
 
 /* The iterator over a dispatch queue (opaque to BPF; its size as in the kernel). */
 struct bpf_iter_scx_dsq {
@@ -126,6 +138,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Tunables and state in global data (mmapped by the loader). */
 __u64 slice_owner_ns = 10000000; /* an owner's slice at home */
 __u64 slice_visit_ns = 3000000;  /* a visitor's slice: short, so it rechecks home often */
+__u64 starve_ns = 2000000000;    /* a wait this long is taken by any CPU of the thread's set */
 __u32 stall;                     /* test-only fault: dispatch nothing, the watchdog ejects us */
 __u32 n_parts;                   /* partitions set by userspace */
 struct sa_sched_exit exit_info;
@@ -188,6 +201,14 @@ struct {
     __type(value, struct sa_sched_running);
 } running SEC(".maps");
 
+/* held: per CPU, 1 while a higher class (fair, RT, DL) holds it (cpu_release to cpu_acquire). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, SA_SCHED_MAX_CPUS);
+    __type(key, u32);
+    __type(value, u32);
+} held SEC(".maps");
+
 static u32 part_of(s32 cpu)
 {
     u32 key = cpu;
@@ -210,11 +231,20 @@ static struct sa_sched_stats *stats_of(struct task_struct *p, const struct sa_sc
     return st;
 }
 
+static bool cpu_held(s32 cpu)
+{
+    u32 key = cpu;
+    u32 *h = bpf_map_lookup_elem(&held, &key);
+
+    return h && *h;
+}
+
 /* One pass over a partition's CPUs p may use (bpf_loop callback), by mode. */
 enum scan_mode {
     SCAN_CLAIM_IDLE, /* claim an idle one */
     SCAN_VISITOR,    /* find one a visitor runs on */
     SCAN_KICK_IDLE,  /* wake every idle one (to dispatch from the partition's queue) */
+    SCAN_WAIT_ON,    /* the one to wait on: a visitor's, else one no higher class holds */
 };
 
 struct scan {
@@ -222,6 +252,7 @@ struct scan {
     u32 part;
     u32 kick;
     s32 found;
+    s32 any; /* SCAN_WAIT_ON: the first one p may use */
 };
 
 static long scan_cpu(u32 i, void *data)
@@ -253,18 +284,35 @@ static long scan_cpu(u32 i, void *data)
         s->found = cpu;
         return 1;
     }
+    if (s->kick == SCAN_WAIT_ON) {
+        if (s->any < 0)
+            s->any = cpu;
+        if (s->found < 0 && !cpu_held(cpu))
+            s->found = cpu; /* go on looking for a visitor's */
+    }
     return 0;
 }
 
 static s32 scan_part(struct task_struct *p, u32 part, u32 kick)
 {
-    struct scan s = {.p = p, .part = part, .kick = kick, .found = -1};
+    struct scan s = {.p = p, .part = part, .kick = kick, .found = -1, .any = -1};
     struct sa_sched_part *pc = bpf_map_lookup_elem(&parts, &part);
 
     if (!pc || !pc->n)
         return -1;
     bpf_loop(SA_SCHED_MAX_PART_CPUS, scan_cpu, &s, 0);
-    return s.found;
+    return s.found >= 0 ? s.found : s.any;
+}
+
+/* The home CPU a thread that must wait waits on (its runqueue): here if that is one in its own
+ * set, else one a visitor runs on, else one no higher class holds, else any in its set; -1 if
+ * its set has none of home's CPUs. Waiting on a home CPU's runqueue is what lets that CPU's ext
+ * server run it while the fair class holds the CPU. */
+static s32 home_cpu(struct task_struct *p, const struct sa_sched_thread *t, s32 here)
+{
+    if (here >= 0 && part_of(here) == t->home && bpf_cpumask_test_cpu(here, p->cpus_ptr))
+        return here;
+    return scan_part(p, t->home, SCAN_WAIT_ON);
 }
 
 /* An idle home CPU p may use, prev first. */
@@ -363,6 +411,69 @@ static long pull_from(u32 i, void *data)
     return pl->done;
 }
 
+/* Owners first: if a visitor runs on cpu, it is kicked off (p, an owner there, waits for it). */
+static void kick_visitor(struct task_struct *p, struct sa_sched_stats *st, s32 cpu)
+{
+    struct sa_sched_running *r = bpf_map_lookup_elem(&running, &cpu);
+    struct sa_sched_stats *vs;
+    u32 vtid;
+
+    if (!r || !r->visitor)
+        return;
+    vtid = r->tid;
+    vs = bpf_map_lookup_elem(&stats, &vtid);
+    r->visitor = 0;
+    if (vs) {
+        vs->kicked = 1;
+        __sync_fetch_and_add(&vs->preempted, 1);
+    }
+    if (st)
+        __sync_fetch_and_add(&st->preempts, 1);
+    scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
+}
+
+/* Starving (dispatch): the first thread queued at another partition that has waited at least
+ * starve_ns and may run on this CPU by its own set, whatever its reach and that partition's
+ * owners. The kernel's watchdog ejects the scheduler at timeout_ms; the fair class holding every
+ * CPU of a home, and owners first elsewhere, must not take a thread that far. */
+struct starve {
+    s32 cpu;
+    u32 part; /* the CPU's own (its queue comes next anyway) */
+    u64 now;
+    bool done;
+};
+
+static long starve_from(u32 i, void *data)
+{
+    struct starve *sv = data;
+    struct bpf_iter_scx_dsq it;
+    struct task_struct *p;
+    u32 n = 0;
+
+    if (i >= n_parts || i >= SA_SCHED_MAX_PARTS)
+        return 1;
+    if (i == sv->part || scx_bpf_dsq_nr_queued(i) <= 0)
+        return 0;
+    bpf_iter_scx_dsq_new(&it, i, 0);
+    while ((p = bpf_iter_scx_dsq_next(&it))) {
+        u32 tid = p->pid;
+        struct sa_sched_stats *st = bpf_map_lookup_elem(&stats, &tid);
+
+        if (++n > 4)
+            break;
+        if (!st || !st->queued_at || sv->now < st->queued_at + starve_ns ||
+            !bpf_cpumask_test_cpu(sv->cpu, p->cpus_ptr))
+            continue;
+        scx_bpf_dsq_move_set_slice(&it, slice_visit_ns);
+        if (scx_bpf_dsq_move(&it, p, SCX_DSQ_LOCAL, 0)) {
+            sv->done = true;
+            break;
+        }
+    }
+    bpf_iter_scx_dsq_destroy(&it);
+    return sv->done;
+}
+
 SEC("struct_ops/sa_select_cpu")
 s32 BPF_PROG(sa_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
@@ -391,8 +502,9 @@ s32 BPF_PROG(sa_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
         scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, 0);
         return cpu;
     }
-    /* Queued at home by enqueue, whichever CPU it is woken on. */
-    return prev_cpu;
+    /* It waits at home (enqueue queues it there): on a home CPU's runqueue. */
+    cpu = home_cpu(p, t, prev_cpu);
+    return cpu >= 0 ? cpu : prev_cpu;
 }
 
 SEC("struct_ops/sa_enqueue")
@@ -401,9 +513,10 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     u32 tid = p->pid, home;
     struct sa_sched_thread *t;
     struct sa_sched_stats *st;
-    s32 cpu, here;
+    s32 cpu, here, wait_cpu;
+    u32 queue;
     u64 *pv, vt;
-    bool kicked;
+    bool kicked, reenq;
 
     if (stall) {
         scx_bpf_dsq_insert(p, SA_SCHED_DSQ_STALL, slice_owner_ns, enq_flags);
@@ -427,8 +540,10 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
         scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
         return;
     }
+    /* Placed again because a higher class took its CPU (cpu_release): it does not stay there. */
+    reenq = enq_flags & SCX_ENQ_REENQ;
     /* At home with nothing else to run here: go on. */
-    if ((enq_flags & SCX_ENQ_LAST) && here >= 0 && part_of(here) == home &&
+    if ((enq_flags & SCX_ENQ_LAST) && !reenq && here >= 0 && part_of(here) == home &&
         bpf_cpumask_test_cpu(here, p->cpus_ptr)) {
         scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_owner_ns, enq_flags);
         return;
@@ -438,7 +553,7 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     kicked = st && st->kicked;
     if (st)
         st->kicked = 0;
-    if (!(enq_flags & SCX_ENQ_WAKEUP) && here >= 0 && !kicked) {
+    if (!(enq_flags & SCX_ENQ_WAKEUP) && !reenq && here >= 0 && !kicked) {
         u32 part = part_of(here);
 
         if (part != home && part != SA_SCHED_NONE && may_run_on(t, part) &&
@@ -455,42 +570,40 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
         return;
     }
 
-    /* Queue at home in vtime order; a thread asleep long gets at most one slice of credit. */
+    /* It waits at home, on the runqueue of a home CPU (home_cpu). Already on one: in home's
+     * queue, in vtime order (a thread asleep long gets at most one slice of credit). On a CPU
+     * elsewhere (a visitor sent home, a thread switched in away): onto a home CPU's own queue,
+     * which moves it to that CPU's runqueue; it runs there next. But if a higher class holds
+     * every home CPU it may use and it may come back here (reach, own set): in home's queue,
+     * from where this CPU takes it (a pull when no owner waits here, or starving), while a
+     * held CPU's own queue would keep it from every other CPU. A set without a home CPU: it
+     * waits in the queue of the partition it is on. */
+    wait_cpu = home_cpu(p, t, here);
+    if (wait_cpu >= 0 && wait_cpu != here &&
+        !(cpu_held(wait_cpu) && here >= 0 && may_run_on(t, part_of(here)) &&
+          bpf_cpumask_test_cpu(here, p->cpus_ptr))) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | wait_cpu, slice_owner_ns, enq_flags);
+        kick_visitor(p, st, wait_cpu);
+        return;
+    }
+    queue = wait_cpu >= 0 ? home : part_of(here);
+    if (queue >= SA_SCHED_MAX_PARTS)
+        queue = home;
     vt = st ? st->vtime : 0;
-    pv = bpf_map_lookup_elem(&part_vtime, &home);
+    pv = bpf_map_lookup_elem(&part_vtime, &queue);
     if (pv && vt + slice_owner_ns < *pv)
         vt = *pv - slice_owner_ns;
     if (st)
         st->vtime = vt;
-    scx_bpf_dsq_insert_vtime(p, home, slice_owner_ns, vt, enq_flags);
-
-    /* Switched in while running where it may not be (the kernel lets it go on there): off
-     * now, so it waits at home. */
-    if (here >= 0 && !may_run_on(t, part_of(here)) && scx_bpf_task_running(p))
-        scx_bpf_kick_cpu(here, SCX_KICK_PREEMPT);
+    scx_bpf_dsq_insert_vtime(p, queue, slice_owner_ns, vt, enq_flags);
 
     /* Owners first: a visitor on a home CPU this thread may use leaves now. */
     cpu = scan_part(p, home, SCAN_VISITOR);
-    if (cpu < 0) {
+    if (cpu < 0)
         /* None: make sure an idle home CPU (one that went idle since the scan) dispatches. */
         scan_part(p, home, SCAN_KICK_IDLE);
-    } else {
-        struct sa_sched_running *r = bpf_map_lookup_elem(&running, &cpu);
-
-        if (r && r->visitor) {
-            u32 vtid = r->tid;
-            struct sa_sched_stats *vs = bpf_map_lookup_elem(&stats, &vtid);
-
-            r->visitor = 0;
-            if (vs) {
-                vs->kicked = 1;
-                __sync_fetch_and_add(&vs->preempted, 1);
-            }
-            if (st)
-                __sync_fetch_and_add(&st->preempts, 1);
-            scx_bpf_kick_cpu(cpu, SCX_KICK_PREEMPT);
-        }
-    }
+    else
+        kick_visitor(p, st, cpu);
 }
 
 SEC("struct_ops/sa_dispatch")
@@ -501,19 +614,30 @@ void BPF_PROG(sa_dispatch, s32 cpu, struct task_struct *prev)
     if (stall)
         return;
     part = part_of(cpu);
+    {
+        struct starve sv = {.cpu = cpu, .part = part, .now = bpf_ktime_get_ns()};
+
+        bpf_loop(SA_SCHED_MAX_PARTS, starve_from, &sv, 0);
+        if (sv.done)
+            return;
+    }
     if (part != SA_SCHED_NONE && scx_bpf_dsq_move_to_local(part))
         return;
     if (scx_bpf_dsq_move_to_local(SA_SCHED_DSQ_OTHERS))
         return;
-    /* No owner waits, and the one that ran (prev) is not going on here, as the kernel lets a
-     * still runnable prev do when nothing is dispatched: a visitor from the nearest partition
-     * where one may come here. */
+    /* No owner waits. The one that ran (prev), if an owner still runnable, goes on with a new
+     * slice: the kernel keeps a prev with slice left. (Left to SCX_ENQ_LAST instead, it would
+     * end the turn the kernel's ext server gives this CPU while the fair class holds it.) Else a
+     * visitor from the nearest partition where one may come here. */
     if (prev && ((prev->scx.flags & SCX_TASK_QUEUED) || prev->__state == 0 /* running */)) {
         u32 tid = prev->pid;
         struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
-        if (t && t->home == part)
+        if (t && t->home == part) {
+            if (prev->scx.flags & SCX_TASK_QUEUED)
+                prev->scx.slice = slice_owner_ns;
             return;
+        }
     }
     if (part != SA_SCHED_NONE) {
         struct pull pl = {.cpu = cpu, .part = part};
@@ -615,6 +739,28 @@ void BPF_PROG(sa_quiescent, struct task_struct *p, u64 deq_flags)
         st->queued_at = 0;
 }
 
+/* A higher class takes cpu: the threads waiting on its local queue (the one it preempted first)
+ * are placed again by enqueue (SCX_ENQ_REENQ): an idle CPU at home or within reach, else home's
+ * queue on a home CPU's runqueue. Left there, they would wait for the fair class to let go. */
+SEC("struct_ops/sa_cpu_release")
+void BPF_PROG(sa_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
+{
+    u32 key = cpu, *h = bpf_map_lookup_elem(&held, &key);
+
+    if (h)
+        *h = 1;
+    scx_bpf_reenqueue_local();
+}
+
+SEC("struct_ops/sa_cpu_acquire")
+void BPF_PROG(sa_cpu_acquire, s32 cpu, struct scx_cpu_acquire_args *args)
+{
+    u32 key = cpu, *h = bpf_map_lookup_elem(&held, &key);
+
+    if (h)
+        *h = 0;
+}
+
 SEC("struct_ops/sa_init")
 s32 BPF_PROG(sa_init)
 {
@@ -656,6 +802,8 @@ struct sched_ext_ops softaff_ops = {
     .quiescent = (void *)sa_quiescent,
     .init = (void *)sa_init,
     .exit = (void *)sa_exit,
+    .cpu_acquire = (void *)sa_cpu_acquire,
+    .cpu_release = (void *)sa_cpu_release,
     /* ENQ_LAST: a thread at the end of its slice with nothing else to run is enqueued, not
      * kept running by the kernel wherever it is (a thread away from home would stay there). */
     .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,

@@ -1,7 +1,8 @@
 /* softaff — the scheduler part on a real sched_ext kernel: loads sched/'s scheduler, switches
  * spinning threads of this process in and checks owners first, bursting, softness 0, the
  * thread's own cpumask, that no other thread changes class, detach and SIGKILL of the loader,
- * and that the stall fault gets the scheduler ejected with the kernel's reason.
+ * that a fair-class hog on a home CPU starves no thread, and that the stall fault gets the
+ * scheduler ejected with the kernel's reason.
  *
  * Needs root and exactly 2 CPUs, one partition each (the 2-node test host, run-tcg.sh).
  * On a kernel without sched_ext it skips (exit 77), or fails with SOFTAFF_REQUIRE_SCHED_EXT=1
@@ -289,6 +290,193 @@ static void test_sigkill(Spinner *a, Spinner *b)
     }
 }
 
+/* Watches sp for secs with the scheduler s running: the longest time its work did not grow, and
+ * whether the kernel ejected the scheduler meanwhile (then ex says why). */
+static double watch(SaSched *s, Spinner *sp, double secs, bool *ejected, SaSchedExit *ex)
+{
+    double t0 = now_s(), last = t0, gap = 0;
+    unsigned long long w = atomic_load(&sp->work);
+
+    *ejected = false;
+    while (now_s() - t0 < secs) {
+        unsigned long long w1;
+
+        sleep_ms(20);
+        w1 = atomic_load(&sp->work);
+        if (w1 != w) {
+            w = w1;
+            last = now_s();
+        }
+        gap = MAX(gap, now_s() - last);
+        if (!*ejected && sa_sched_ejected(s, ex))
+            *ejected = true;
+    }
+    return gap;
+}
+
+/* The kernel's sched_ext event counters (/sys/kernel/sched_ext/root/events), on one line. */
+static void print_events(const char *what)
+{
+    g_autofree char *ev = read_sysfs("root/events");
+
+    g_strdelimit(ev, "\n", ',');
+    printf("# %s: kernel events: %s\n", what, ev);
+}
+
+/* The fair class ranks above sched_ext: a fair-class hog pinned on a vCPU thread's home CPU
+ * holds that CPU for as long as it spins. The scheduler must keep every one of its threads
+ * running (the kernel's watchdog ejects it after sa_sched_timeout_ms() otherwise). The cases
+ * share one scheduler; after an ejection the next case loads it again, so one does not hide the
+ * next (each enable and disable patches live kernel code, which TCG does not always survive). */
+typedef struct {
+    SaSched *s;
+    double secs;
+    cpu_set_t only1;
+} Hog;
+
+/* After a case: its threads out of the scheduler, or the scheduler freed if it was ejected. */
+static void hog_case_end(Hog *h, bool ejected, Spinner **threads, guint n)
+{
+    for (guint i = 0; i < n && h->s && !ejected; i++)
+        sa_sched_remove_thread(h->s, threads[i]->tid, NULL);
+    if (ejected && h->s) {
+        sa_sched_free(h->s);
+        h->s = NULL;
+    }
+}
+
+/* 1. A softness-0 owner of partition 1 switched in while it runs on CPU 0 (the hog holds CPU
+ * 1): it must wait at home where the kernel's ext server finds it, not on CPU 0's runqueue,
+ * where no CPU of its home ever looks. */
+static void hog_strict_switched_in_away(Hog *h)
+{
+    Spinner *hog = spinner_new(0, 0, &h->only1), *owner = spinner_new(0, 0, NULL);
+    SaSchedCounters c0 = {0}, c1 = {0};
+    SaSchedExit ex = {0};
+    unsigned long long w0;
+    bool ejected = false;
+    double gap;
+
+    sleep_ms(300);
+    if (h->s && add(h->s, owner, 1, 0, 1)) {
+        sleep_ms(200);
+        read_counters(h->s, owner->tid, &c0);
+        w0 = atomic_load(&owner->work);
+        gap = watch(h->s, owner, h->secs, &ejected, &ex);
+        read_counters(h->s, owner->tid, &c1);
+        printf("# fair hog on home, softness 0: %.0f ms at home, %.0f ms away in %.1f s, longest "
+               "stop %.2f s; %s%s\n",
+               MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), h->secs, gap,
+               ejected ? "ejected: " : "not ejected", ejected ? ex.msg : "");
+        check(!ejected, "fair hog on home, softness 0: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(atomic_load(&owner->work) > w0 && c1.run_ns[1] > c0.run_ns[1],
+              "fair hog on home, softness 0: the owner keeps running at home");
+        if (!ejected)
+            print_events("fair hog on home, softness 0");
+    }
+    hog_case_end(h, ejected, &owner, 1);
+    spinner_free(owner);
+    spinner_free(hog);
+}
+
+/* 2. A soft owner of partition 1 whose home the hog holds, beside a spinning owner of partition
+ * 0 (owners first there): it must still run. */
+static void hog_soft_beside_owner(Hog *h)
+{
+    Spinner *hog = spinner_new(0, 0, &h->only1), *o0 = spinner_new(0, 0, NULL),
+            *x = spinner_new(0, 0, NULL), *both[] = {o0, x};
+    SaSchedCounters c0 = {0}, c1 = {0}, z0 = {0}, z1 = {0};
+    SaSchedExit ex = {0};
+    unsigned long long w0;
+    bool ejected = false;
+    double gap;
+
+    sleep_ms(300);
+    if (h->s && add(h->s, o0, 0, 0, 2) && add(h->s, x, 1, 100, 3)) {
+        sleep_ms(200);
+        read_counters(h->s, x->tid, &c0);
+        read_counters(h->s, o0->tid, &z0);
+        w0 = atomic_load(&x->work);
+        gap = watch(h->s, x, h->secs, &ejected, &ex);
+        read_counters(h->s, x->tid, &c1);
+        read_counters(h->s, o0->tid, &z1);
+        printf("# fair hog on home, soft beside a busy owner of partition 0: %.0f ms at home, "
+               "%.0f ms away in %.1f s, longest stop %.2f s; owner 0 %.0f ms; %s%s\n",
+               MS(c1.run_ns[1] - c0.run_ns[1]), MS(c1.run_ns[0] - c0.run_ns[0]), h->secs, gap,
+               MS(z1.run_ns[0] - z0.run_ns[0]), ejected ? "ejected: " : "not ejected",
+               ejected ? ex.msg : "");
+        check(!ejected, "fair hog on home, soft: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(atomic_load(&x->work) > w0, "fair hog on home, soft: the owner keeps running");
+        check(z1.run_ns[0] - z0.run_ns[0] > 0.5 * h->secs * 1e9,
+              "fair hog on home, soft: owners first on partition 0 (%.0f%%)",
+              100 * (z1.run_ns[0] - z0.run_ns[0]) / (h->secs * 1e9));
+        if (!ejected)
+            print_events("fair hog on home, soft");
+    }
+    hog_case_end(h, ejected, both, 2);
+    spinner_free(x);
+    spinner_free(o0);
+    spinner_free(hog);
+}
+
+/* 3. The hog arrives on a soft owner's home while partition 0 is idle: the owner, taken off its
+ * CPU by the fair class, bursts onto the idle partition. */
+static void hog_arrives(Hog *h)
+{
+    Spinner *x = spinner_new(0, 0, NULL), *hog;
+    SaSchedCounters c0 = {0}, c1 = {0};
+    SaSchedExit ex = {0};
+    bool ejected = false;
+    double t0, first = -1, gap;
+
+    if (h->s && add(h->s, x, 1, 100, 4)) {
+        sleep_ms(300);
+        read_counters(h->s, x->tid, &c0);
+        hog = spinner_new(0, 0, &h->only1);
+        t0 = now_s();
+        while (now_s() - t0 < 2) {
+            read_counters(h->s, x->tid, &c1);
+            if (c1.run_ns[0] > c0.run_ns[0]) {
+                first = now_s() - t0;
+                break;
+            }
+            sleep_ms(5);
+        }
+        read_counters(h->s, x->tid, &c0);
+        gap = watch(h->s, x, 4, &ejected, &ex);
+        read_counters(h->s, x->tid, &c1);
+        printf("# fair hog arrives on home, partition 0 idle: first run away after %.3f s; then "
+               "%.0f ms away, %.0f ms at home in 4 s, longest stop %.2f s\n",
+               first, MS(c1.run_ns[0] - c0.run_ns[0]), MS(c1.run_ns[1] - c0.run_ns[1]), gap);
+        check(!ejected, "fair hog arrives: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(c1.run_ns[0] - c0.run_ns[0] > 0.5 * 4e9,
+              "fair hog arrives: the soft owner runs on the idle partition (%.0f%% of 4 s)",
+              100 * (c1.run_ns[0] - c0.run_ns[0]) / 4e9);
+        spinner_free(hog);
+    }
+    hog_case_end(h, ejected, &x, 1);
+    spinner_free(x);
+}
+
+static void test_fair_hog(void)
+{
+    Hog h = {.secs = 2.5 * sa_sched_timeout_ms() / 1000.0};
+    void (*cases[])(Hog *) = {hog_strict_switched_in_away, hog_soft_beside_owner, hog_arrives};
+
+    CPU_ZERO(&h.only1);
+    CPU_SET(n_cpus - 1, &h.only1);
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        if (!h.s)
+            h.s = load_and_attach(NULL, NULL);
+        cases[i](&h);
+    }
+    if (h.s)
+        sa_sched_free(h.s);
+}
+
 int main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -546,7 +734,7 @@ int main(int argc, char **argv)
               "detach: all threads SCHED_OTHER, affinity unchanged, state %s", state);
     }
 
-    /* 8. The stall fault: the watchdog ejects the scheduler and says why. */
+    /* 9. The stall fault: the watchdog ejects the scheduler and says why. */
     s = load_and_attach(NULL, NULL);
     if (!s)
         return 1;
@@ -584,6 +772,10 @@ int main(int argc, char **argv)
     spinner_free(v);
     spinner_free(soft0);
     spinner_free(pinned);
+
+    /* 8. A fair-class hog on a home CPU (the class above ours): no thread starves. Last, once
+     * the spinners above are gone (they spin on the fair class after the detach). */
+    test_fair_hog();
     printf("# %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }
