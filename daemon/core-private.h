@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "core.h"
+#include "partition-load.h"
 #include "sa-headroom.h"
 #include "sa-numa.h"
 #include "sa-policy.h"
@@ -170,6 +171,8 @@ struct SaCore {
     GHashTable *vms;         /* key -> SaVm* */
     GPtrArray *sorted;       /* the VMs by name then key, NULL until asked again */
     SaPartitionUsage *usage; /* per partition index, from the last tick */
+    SaPartitionLoad *load;   /* per partition index, averaged and totalled (status, metrics) */
+    double *unmanaged_avg;   /* per partition index: load's unmanaged before the tick, -1 none */
     GPtrArray *tick_vms;     /* scratch of the tick: the managed SaVm* ... */
     GPtrArray *tick_pvms;    /* ... and their SaPolicyVm*, in the same order */
     guint64 ticks;

@@ -25,6 +25,8 @@ SaCore *sa_core_new(SaConfig *cfg, SaTopology *topo, bool dry_run, GError **erro
     core->loads = g_array_new(FALSE, TRUE, sizeof(SaCpuLoad));
     core->vms = g_hash_table_new(g_str_hash, g_str_equal);
     core->usage = g_new0(SaPartitionUsage, topo->partitions->len);
+    core->load = g_new0(SaPartitionLoad, topo->partitions->len);
+    core->unmanaged_avg = g_new0(double, topo->partitions->len);
     core->tick_vms = g_ptr_array_new();
     core->tick_pvms = g_ptr_array_new();
     core->started_us = g_get_real_time();
@@ -73,6 +75,8 @@ void sa_core_free(SaCore *core)
     g_clear_pointer(&core->owner_tids, g_hash_table_unref);
     g_free(core->idle_known);
     g_free(core->usage);
+    g_free(core->load);
+    g_free(core->unmanaged_avg);
     sa_topology_free(core->topo);
     sa_config_free(core->cfg);
     g_free(core);
@@ -108,6 +112,10 @@ void sa_core_reload(SaCore *core, SaConfig *cfg, SaTopology *topo)
     sa_mover_set_rate(core->mover, cfg->memory_rate_mib_s);
     g_free(core->usage);
     core->usage = g_new0(SaPartitionUsage, topo->partitions->len);
+    g_free(core->load);
+    core->load = g_new0(SaPartitionLoad, topo->partitions->len);
+    g_free(core->unmanaged_avg);
+    core->unmanaged_avg = g_new0(double, topo->partitions->len);
     /* What the rebalance watched was about the old partitions. */
     sa_rebalance_state_free(core->rebalance);
     core->rebalance = sa_rebalance_state_new();

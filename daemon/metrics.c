@@ -183,21 +183,30 @@ static void format_partitions(GString *out, const SaCore *d)
                     p->cpus ? sa_cpuset_count(p->cpus) : 0);
     }
 
-    if (d->usage) {
+    if (d->usage && d->load) {
+        static const char *const kinds[] = {"owners", "visitors", "unmanaged"};
         family(out, "softaff_partition_busy_cpus", GAUGE,
-               "Busy CPUs of the partition in the last tick, by load: owners (vCPUs of VMs "
-               "homed there), visitors (vCPUs of VMs homed elsewhere), unmanaged (the rest).");
+               "Busy CPUs of the partition averaged over about the last 2 s (each tick weighed by "
+               "its length), by load: owners (vCPUs of VMs homed there), visitors (vCPUs of VMs "
+               "homed elsewhere), unmanaged (the rest).");
         for (guint i = 0; i < parts->len; i++) {
-            const SaPartitionUsage *u = &d->usage[i];
-            const struct {
-                const char *load;
-                double value;
-            } loads[] = {
-                {"owners", u->owners}, {"visitors", u->visitors}, {"unmanaged", u->unmanaged}};
-            for (guint k = 0; k < G_N_ELEMENTS(loads); k++) {
-                const Label l[] = {{"partition", ids[i]}, {"load", loads[k].load}};
-                sample_double(out, "softaff_partition_busy_cpus", l, G_N_ELEMENTS(l),
-                              loads[k].value);
+            const SaPartitionLoad *u = &d->load[i];
+            const double avg[] = {u->owners, u->visitors, u->unmanaged};
+            for (guint k = 0; k < G_N_ELEMENTS(kinds); k++) {
+                const Label l[] = {{"partition", ids[i]}, {"load", kinds[k]}};
+                sample_double(out, "softaff_partition_busy_cpus", l, G_N_ELEMENTS(l), avg[k]);
+            }
+        }
+        family(out, "softaff_partition_busy_seconds_total", COUNTER,
+               "CPU time the partition was busy since softaffd started (or its partitions "
+               "changed), by load as softaff_partition_busy_cpus.");
+        for (guint i = 0; i < parts->len; i++) {
+            const SaPartitionLoad *u = &d->load[i];
+            const double total[] = {u->owners_s, u->visitors_s, u->unmanaged_s};
+            for (guint k = 0; k < G_N_ELEMENTS(kinds); k++) {
+                const Label l[] = {{"partition", ids[i]}, {"load", kinds[k]}};
+                sample_double(out, "softaff_partition_busy_seconds_total", l, G_N_ELEMENTS(l),
+                              total[k]);
             }
         }
 

@@ -8,7 +8,9 @@
  *   softaff_tick_cpu_seconds                             gauge, CPU time of the last tick
  *   softaff_vms{status}                                  gauge, VMs known per status
  *   softaff_partition_cpus{partition}                    gauge, online CPUs
- *   softaff_partition_busy_cpus{partition,load}          gauge, load = owners|visitors|unmanaged
+ *   softaff_partition_busy_cpus{partition,load}          gauge, load = owners|visitors|unmanaged,
+ *                                                        averaged over about 2 s
+ *   softaff_partition_busy_seconds_total{partition,load} counter, CPU-seconds by load
  *   softaff_partition_home_vcpus{partition}              gauge, vCPUs homed there
  *   softaff_headroom_cpus{partition}                     gauge, CPUs − margin − owners' demand
  *                                                        at the quantile over the window

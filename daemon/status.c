@@ -7,6 +7,7 @@
 #include "core-private.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
+#include "sa-policy-rules.h"
 
 static json_object *json_cpuset(const SaCpuSet *set)
 {
@@ -355,17 +356,27 @@ static json_object *partition_json(const SaCore *core, guint p, const GPtrArray 
 {
     const SaPartition *part = g_ptr_array_index(core->topo->partitions, p);
     const SaPartitionUsage *u = &core->usage[p];
+    const SaPartitionLoad *l = &core->load[p];
     guint ncpu = sa_cpuset_count(part->cpus);
     json_object *jp = json_object_new_object();
     json_object_object_add(jp, "id", json_object_new_int((int)part->id));
     json_object_object_add(jp, "cpus", json_cpuset(part->cpus));
     json_object_object_add(jp, "cpu_count", json_object_new_int((int)ncpu));
-    json_object_object_add(jp, "owners", json_object_new_double(u->owners));
-    json_object_object_add(jp, "visitors", json_object_new_double(u->visitors));
-    json_object_object_add(jp, "unmanaged", json_object_new_double(u->unmanaged));
-    json_object_object_add(
-        jp, "utilization",
-        json_object_new_double(ncpu ? (u->owners + u->visitors + u->unmanaged) / ncpu : 0));
+    /* Averaged over about the last 2 seconds, not the last tick (an event tick
+     * of 20 ms reads whatever ran in it as most of a CPU): partition-load.h. */
+    json_object_object_add(jp, "owners", json_object_new_double(l->owners));
+    json_object_object_add(jp, "visitors", json_object_new_double(l->visitors));
+    json_object_object_add(jp, "unmanaged", json_object_new_double(l->unmanaged));
+    json_object_object_add(jp, "utilization",
+                           json_object_new_double(sa_partition_load_utilization(l, ncpu)));
+    json_object_object_add(jp, "window_s", json_object_new_double(SA_POLICY_LOAD_WINDOW_S));
+    /* The running totals: any window's average is the difference of two readings. */
+    json_object *tot = json_object_new_object();
+    json_object_object_add(tot, "owners", json_object_new_double(l->owners_s));
+    json_object_object_add(tot, "visitors", json_object_new_double(l->visitors_s));
+    json_object_object_add(tot, "unmanaged", json_object_new_double(l->unmanaged_s));
+    json_object_object_add(tot, "seconds", json_object_new_double(l->seconds));
+    json_object_object_add(jp, "cpu_seconds", tot);
     json_object_object_add(jp, "owner_vcpus", json_object_new_int((int)u->owner_vcpus));
     json_object *homes = json_object_new_array();
     json_object *visitors = json_object_new_array();

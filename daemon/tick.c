@@ -69,6 +69,8 @@ static GPtrArray *sample_managed(SaCore *core)
 static void run_policy(SaCore *core, guint64 interval_ns, gint64 now_us)
 {
     GPtrArray *pvms = core->tick_pvms;
+    for (guint p = 0; p < core->topo->partitions->len; p++)
+        core->unmanaged_avg[p] = core->load[p].seconds > 0 ? core->load[p].unmanaged : -1;
     SaPolicyHost host = {
         .topo = core->topo,
         .cpu_busy = core->cpu_busy,
@@ -76,6 +78,7 @@ static void run_policy(SaCore *core, guint64 interval_ns, gint64 now_us)
         .cpu_visitors = core->cpu_visitors,
         .interval_ns = interval_ns,
         .now_ms = now_us / 1000,
+        .unmanaged_avg = core->unmanaged_avg,
     };
     sa_policy_tick(&core->cfg->policy, &host, (SaPolicyVm *const *)pvms->pdata, pvms->len,
                    core->usage);
@@ -240,6 +243,8 @@ void sa_core_tick(SaCore *core)
 
     GPtrArray *managed = sample_managed(core);
     run_policy(core, interval_ns, now);
+    for (guint p = 0; p < core->topo->partitions->len; p++)
+        sa_partition_load_add(&core->load[p], &core->usage[p], interval_ns / 1e9);
     sa_core_fleet_feed(core, interval_ns);
     rebalance(core, now);
     for (guint i = 0; i < managed->len; i++)

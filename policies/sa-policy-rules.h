@@ -8,8 +8,13 @@
 
 #include "sa-policy.h"
 
+#include <math.h>
+
 G_BEGIN_DECLS
 
+/* The time constant of the averaged load: status' and metrics' figures of a partition
+ * (daemon/partition-load.c) and the host's load a forced retreat counts. */
+#define SA_POLICY_LOAD_WINDOW_S 2.0
 /* A time that never came (SaVmPolicyState's times start there): long ago. */
 #define SA_POLICY_NEVER G_MININT64
 /* A burst target must offer at least this many idle CPUs beyond its margin. */
@@ -146,16 +151,33 @@ static inline bool sa_policy_should_retreat(double owner_demand, guint capacity,
            owner_demand > capacity - visitors_now + margin;
 }
 
-/* The owners' demand a forced retreat judges them by: up to SA_POLICY_OWNER_NOISE_NS of unmanaged
- * CPU time in the interval is host noise, as for doors. Over a short event tick right after a
- * burst (20 ms) the burst's own actuation (libvirtd pinning, softaffd) reads as 0.9 CPU of
- * unmanaged load on the visited partition and undid the burst 21 ms later; over a regular tick
- * (500 ms) the allowance is 0.02 CPU. Owners' run and wait always count in full. */
-static inline double sa_policy_retreat_demand(double owner_demand, double unmanaged,
-                                              double interval_ns)
+/* An average over about SA_POLICY_LOAD_WINDOW_S seconds, one interval of `seconds` at x at a
+ * time, each weighed by its length (an exponential average with that time constant): an
+ * interval as long as the window moves it 63% of the way to x, a 20-ms one 1%. */
+static inline double sa_policy_window_fold(double avg, double x, double seconds)
 {
+    if (!(seconds > 0))
+        return avg;
+    return avg + -expm1(-seconds / SA_POLICY_LOAD_WINDOW_S) * (x - avg);
+}
+
+/* The owners' demand a forced retreat judges them by. Owners' run and wait always count in
+ * full: a vCPU homed there that wants its CPU gets it at once. The host's part (unmanaged load
+ * and the wait it hid behind visitors) counts at most at unmanaged_avg, the unmanaged load
+ * averaged over about SA_POLICY_LOAD_WINDOW_S with this interval in it: a shell, a libvirt
+ * pinning or a status poll busy for most of a short tick (0.9 CPU over 20 ms, 1.0 over a
+ * regular tick in the 1-CPU partitions of the 2-node test host) undid bursts onto a partition
+ * whose owner was paused; host work that lasts reaches the margin of a 1-CPU partition within
+ * 0.6 s at 1 CPU. Then up to SA_POLICY_OWNER_NOISE_NS of it in the interval is host noise, as for
+ * doors (0.02 CPU over 500 ms). */
+static inline double sa_policy_retreat_demand(double owner_demand, double unmanaged, double hidden,
+                                              double unmanaged_avg, double interval_ns)
+{
+    double host = MAX(0.0, unmanaged) + MAX(0.0, hidden);
+    double share = unmanaged > 0 ? CLAMP(unmanaged_avg / unmanaged, 0.0, 1.0) : 1.0;
     double noise = interval_ns > 0 ? SA_POLICY_OWNER_NOISE_NS / interval_ns : 0;
-    return MAX(0.0, owner_demand - MIN(unmanaged, noise));
+    double counted = share * host - MIN(share * MAX(0.0, unmanaged), noise);
+    return MAX(0.0, owner_demand - host + counted);
 }
 
 /* The back-off after the forced_retreats-th forced retreat in a row: none after the first (the

@@ -54,6 +54,10 @@ typedef struct {
     const double *cpu_visitors;
     guint64 interval_ns; /* length of the interval the deltas cover */
     gint64 now_ms;       /* monotonic time of this tick */
+    /* NULL, or per partition index: its unmanaged load (CPUs) averaged over about the last 2 s
+     * before this tick (daemon/partition-load.h), negative where none is known yet; a forced
+     * retreat counts the host's load at most at that average with this tick in it. */
+    const double *unmanaged_avg;
 } SaPolicyHost;
 
 /* One vCPU thread over the interval. */

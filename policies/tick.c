@@ -36,8 +36,9 @@ typedef struct {
     guint n_vms;
     const SaCpuSet *all; /* for VMs without an allowed set */
     const double *cpu_busy;
-    guint n_cpu_busy;           /* 0 when the host gave no utilization */
-    const double *cpu_visitors; /* NULL: not measured */
+    guint n_cpu_busy;             /* 0 when the host gave no utilization */
+    const double *cpu_visitors;   /* NULL: not measured */
+    const double *unmanaged_prev; /* NULL: not known (host->unmanaged_avg) */
 
     /* per CPU */
     guint n_cpu_map;
@@ -53,6 +54,8 @@ typedef struct {
     double *owner_wait;        /* delay of vCPUs homed here, wherever they waited */
     double *visitor_wait;      /* delay of vCPUs homed elsewhere that last ran here */
     double *unmanaged;         /* busy nobody explains */
+    double *unmanaged_avg;     /* its average over about 2 s with this tick (the retreat's) */
+    double *hidden;            /* unmanaged wait hidden behind visitors */
     double *owner_demand;      /* owners + unmanaged + owner_wait */
     double *visitors_now;      /* visitors minus those that retreated this tick */
     double *reserved;          /* spare promised to bursts decided this tick */
@@ -111,6 +114,8 @@ static void tick_layout(Tick *t, Arena *a)
     TAKE(a, t->owner_wait, np);
     TAKE(a, t->visitor_wait, np);
     TAKE(a, t->unmanaged, np);
+    TAKE(a, t->unmanaged_avg, np);
+    TAKE(a, t->hidden, np);
     TAKE(a, t->owner_demand, np);
     TAKE(a, t->visitors_now, np);
     TAKE(a, t->reserved, np);
@@ -459,7 +464,12 @@ static void account_partitions(Tick *t)
         t->unmanaged[p] = d > 0 ? d * keep : 0;
         double hidden = sa_policy_hidden_wait(t->unmanaged[p], t->visitors[p], t->visitor_wait[p],
                                               t->margin[p]);
+        t->hidden[p] = hidden;
         t->owner_demand[p] = t->owners[p] + t->unmanaged[p] + hidden + t->owner_wait[p];
+        double prev = t->unmanaged_prev ? t->unmanaged_prev[p] : -1;
+        t->unmanaged_avg[p] =
+            prev < 0 ? t->unmanaged[p]
+                     : sa_policy_window_fold(prev, t->unmanaged[p], t->interval_ns / 1e9);
         /* Visitors cannot have run more than the partition was busy: when several of a VM's
          * vCPUs were last seen here, their whole interval is charged here, and without the cap
          * the owners' share would look negative and force a retreat on any owner noise. */
@@ -755,8 +765,8 @@ static void retreat(Tick *t, Decision *d)
         guint id = g_array_index(visited, guint, k);
         if (visit_gone(t, d, k, &p))
             continue;
-        double demand =
-            sa_policy_retreat_demand(t->owner_demand[p], t->unmanaged[p], t->interval_ns);
+        double demand = sa_policy_retreat_demand(t->owner_demand[p], t->unmanaged[p], t->hidden[p],
+                                                 t->unmanaged_avg[p], t->interval_ns);
         if (!sa_policy_should_retreat(demand, t->capacity[p], t->visitors_now[p], t->margin[p])) {
             k++;
             continue;
@@ -1141,6 +1151,7 @@ static void tick_begin(Tick *t, const SaPolicyConfig *cfg, const SaPolicyHost *h
         .cpu_busy = host->cpu_busy,
         .n_cpu_busy = host->cpu_busy ? host->n_cpu_busy : 0,
         .cpu_visitors = host->cpu_busy ? host->cpu_visitors : NULL,
+        .unmanaged_prev = host->unmanaged_avg,
         .set = sa_cpuset_new(),
         .tmp = sa_cpuset_new(),
     };

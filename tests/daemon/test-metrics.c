@@ -58,6 +58,9 @@ static SaCore *test_daemon_new(void)
     d->usage[1] = (SaPartitionUsage){
         .owners = 3.5, .visitors = 0.25, .unmanaged = 1.0, .n_owner_vms = 1, .owner_vcpus = 4};
     d->usage[2].visitors = 2.0;
+    /* Their averages and totals (daemon/partition-load.c): partition 1 for 1 s, 2 for 2 s. */
+    sa_partition_load_add(&d->load[1], &d->usage[1], 1.0);
+    sa_partition_load_add(&d->load[2], &d->usage[2], 2.0);
     /* The headroom model: a minute of owners' demand, and a class seen. */
     d->usage[1].owner_demand = 4.75;
     for (guint t = 0; t < 60; t++)
@@ -436,6 +439,15 @@ static void test_format(void)
                       ==, 1.0);
     g_assert_cmpfloat(sample(e, "softaff_partition_busy_cpus{partition=\"2\",load=\"visitors\"}"),
                       ==, 2.0);
+    g_assert_cmpfloat(
+        sample(e, "softaff_partition_busy_seconds_total{partition=\"1\",load=\"owners\"}"), ==,
+        3.5);
+    g_assert_cmpfloat(
+        sample(e, "softaff_partition_busy_seconds_total{partition=\"2\",load=\"visitors\"}"), ==,
+        4.0);
+    g_assert_cmpfloat(
+        sample(e, "softaff_partition_busy_seconds_total{partition=\"0\",load=\"unmanaged\"}"), ==,
+        0.0);
     g_assert_cmpfloat(sample(e, "softaff_partition_home_vcpus{partition=\"1\"}"), ==, 4);
     g_assert_cmpfloat(sample(e, "softaff_partition_home_vcpus{partition=\"0\"}"), ==, 0);
 

@@ -2,8 +2,9 @@
 """Sensing truth on a quiet multi-node host (issue 23), in the 2-node test host, on the kernel
 SOFTAFF_MN_KERNEL names (bookworm: Debian 12's 6.1; unstable: 7.2.x): mnsensing.py's scenario
 with softaffd at its defaults ([sensing] mode=auto: BPF where it loads).
-  1. A strict (home 1): partition 0 is idle; status' utilization of partition 0, averaged over
-     the polls, matches /proc/stat's over the same seconds within 5 points, and reads idle.
+  1. A strict (home 1): partition 0 is idle; its utilization from status' running totals
+     (cpu_seconds) matches /proc/stat's over the same seconds within 5 points, it reads idle,
+     and status' own utilization (averaged over about 2 s) shows it idle.
   2. A soft: it bursts onto node 0 (B paused there) and stays: 0 forced retreats in 30 s,
      partition 0's utilization matches /proc/stat within 5 points, its unmanaged load < 0.1.
   3. B resumed (a busy owner): A's vCPUs leave CPU 0 within 2 ticks + 300 ms of B's first run
@@ -38,6 +39,11 @@ def check_idle(r):
     expect(s["unmanaged"] + s["owners"] < 0.25,
            "A strict: partition 0 reads idle (owners %.2f, unmanaged %.2f)" % (
                s["owners"], s["unmanaged"]))
+    # What an operator's `softaffctl status` shows, asked alone (the poll's shell is itself
+    # load on CPU 0, inside status' 2-s average; 3 s later it has left it).
+    time.sleep(3)
+    util = S.Record(0, {}, [], r.status()).part(0)["utilization"]
+    expect(util < 0.25, "A strict: status shows partition 0 idle (utilization %.2f)" % util)
 
 
 def check_stay(r):

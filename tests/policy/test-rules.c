@@ -348,11 +348,76 @@ static void test_visitors_measured_after_burst(void)
     g_assert_false(retreats_after_burst(false, 21));
 }
 
+/* A regular tick (500 ms) after A burst onto CPU 0, whose owner B is paused: CPU 0 was all busy,
+ * half of it A's vCPU, which waited the other half behind host work (a shell, a pinning): 0.5
+ * CPU unmanaged and 0.5 of wait it hid, the owners' 1.0 of 1 CPU. unmanaged_prev is the
+ * partition's unmanaged load averaged before this tick (-1: none known, NULL: not given). */
+static bool retreats_for_host_work(const double *unmanaged_prev)
+{
+    g_autoptr(SaTopology) topo = sim_topology_uniform(2, 1, NULL);
+    SaPolicyVm a, b;
+    SaPolicyVm *vms[2] = {&a, &b};
+    sa_policy_vm_init(&a);
+    sa_policy_vm_init(&b);
+    a.name = "a";
+    b.name = "b";
+    a.preferred = 1;
+    b.preferred = 0;
+    a.n_vcpus = 2;
+    b.n_vcpus = 1;
+    a.allowed = b.allowed = topo->online;
+    double busy[2] = {0.02, 1.0};
+    double visitors[2] = {0, 0};
+    SaPolicyHost host = {
+        .topo = topo, .cpu_busy = busy, .n_cpu_busy = 2, .interval_ns = 500000000, .now_ms = 0};
+    SaPolicyConfig cfg;
+    sa_policy_config_init(&cfg);
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    SaVcpuSample sa_[2] = {{250000000, 250000000, 1}, {250000000, 250000000, 1}};
+    SaVcpuSample sb[1] = {{0, 0, 0}};
+    a.vcpu_samples = sa_;
+    b.vcpu_samples = sb;
+    host.now_ms += 500;
+    sa_policy_tick(&cfg, &host, vms, 2, NULL);
+    g_assert_cmpint(a.st.state, ==, SA_STATE_BURST);
+    SaVcpuSample after[2] = {{250000000, 250000000, 0}, {500000000, 0, 1}};
+    a.vcpu_samples = after;
+    busy[0] = busy[1] = 1.0;
+    visitors[0] = 0.5;
+    host.cpu_visitors = visitors;
+    host.unmanaged_avg = unmanaged_prev;
+    host.now_ms += 500;
+    SaPartitionUsage usage[2];
+    sa_policy_tick(&cfg, &host, vms, 2, usage);
+    g_assert_cmpfloat_with_epsilon(usage[0].unmanaged, 0.5, 1e-9);
+    g_assert_cmpfloat_with_epsilon(usage[0].owner_demand, 1.0, 1e-9);
+    bool retreated = a.retreats > 0;
+    sa_policy_vm_clear(&a);
+    sa_policy_vm_clear(&b);
+    return retreated;
+}
+
+static void test_host_work_averaged(void)
+{
+    /* Without an average (or none known yet) the tick's own figure counts: A leaves. */
+    g_assert_true(retreats_for_host_work(NULL));
+    const double none[2] = {-1, -1};
+    g_assert_true(retreats_for_host_work(none));
+    /* After seconds of a quiet CPU 0 it is a burst of host work: averaged with this tick, 0.11
+     * CPU of it and of the wait it hid counts (0.2 of 1 CPU), and A stays. */
+    const double quiet[2] = {0, 0};
+    g_assert_false(retreats_for_host_work(quiet));
+    /* Host work that lasted (0.5 CPU for seconds) counts in full: A leaves. */
+    const double lasting[2] = {0.5, 0};
+    g_assert_true(retreats_for_host_work(lasting));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/policy/visitors-seen-on-one-cpu", test_visitors_seen_on_one_cpu);
     g_test_add_func("/policy/visitors-measured-after-burst", test_visitors_measured_after_burst);
+    g_test_add_func("/policy/host-work-averaged", test_host_work_averaged);
     g_test_add_func("/policy/threshold", test_threshold);
     g_test_add_func("/policy/strings", test_strings);
     g_test_add_func("/policy/softness-compared", test_softness_compared);
