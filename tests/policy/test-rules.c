@@ -286,6 +286,68 @@ static void test_visitors_seen_on_one_cpu(void)
     sa_policy_vm_clear(&b);
 }
 
+/* Two 1-CPU partitions: A (2 vCPUs, home 1, spinning) has just burst onto CPU 0, whose owner B
+ * (1 vCPU) is paused. The caller sets the next tick's figures and runs it (burst_next). */
+typedef struct {
+    SaTopology *topo;
+    SaPolicyVm a, b;
+    SaPolicyVm *vms[2];
+    double busy[2], visitors[2];
+    SaVcpuSample sa[2], sb[1];
+    SaPolicyHost host;
+    SaPolicyConfig cfg;
+} BurstBed;
+
+static void burst_bed_init(BurstBed *bed)
+{
+    *bed = (BurstBed){.topo = sim_topology_uniform(2, 1, NULL), .busy = {0.02, 1.0}};
+    SaPolicyVm *a = &bed->a, *b = &bed->b;
+    bed->vms[0] = a;
+    bed->vms[1] = b;
+    sa_policy_vm_init(a);
+    sa_policy_vm_init(b);
+    a->name = "a";
+    b->name = "b";
+    a->preferred = 1;
+    b->preferred = 0;
+    a->n_vcpus = 2;
+    b->n_vcpus = 1;
+    a->allowed = b->allowed = bed->topo->online;
+    bed->host = (SaPolicyHost){.topo = bed->topo,
+                               .cpu_busy = bed->busy,
+                               .n_cpu_busy = 2,
+                               .interval_ns = 500000000,
+                               .now_ms = 0};
+    sa_policy_config_init(&bed->cfg);
+    sa_policy_tick(&bed->cfg, &bed->host, bed->vms, 2, NULL);
+    /* Both of A's vCPUs wait half the interval on CPU 1: it bursts. */
+    bed->sa[0] = bed->sa[1] = (SaVcpuSample){250000000, 250000000, 1};
+    bed->sb[0] = (SaVcpuSample){0, 0, 0};
+    a->vcpu_samples = bed->sa;
+    b->vcpu_samples = bed->sb;
+    bed->host.now_ms += 500;
+    sa_policy_tick(&bed->cfg, &bed->host, bed->vms, 2, NULL);
+    g_assert_cmpint(a->st.state, ==, SA_STATE_BURST);
+}
+
+/* The next tick, of interval_ms, with A's samples `after`; whether A left CPU 0. */
+static bool burst_next(BurstBed *bed, SaVcpuSample *after, guint64 interval_ms,
+                       SaPartitionUsage *usage)
+{
+    bed->a.vcpu_samples = after;
+    bed->host.interval_ns = interval_ms * 1000000;
+    bed->host.now_ms += (gint64)interval_ms;
+    sa_policy_tick(&bed->cfg, &bed->host, bed->vms, 2, usage);
+    return bed->a.retreats > 0 || bed->a.st.state != SA_STATE_BURST;
+}
+
+static void burst_bed_clear(BurstBed *bed)
+{
+    sa_policy_vm_clear(&bed->a);
+    sa_policy_vm_clear(&bed->b);
+    sa_topology_free(bed->topo);
+}
+
 /* The tick right after a burst (a short event tick): A's vCPUs were last seen at home (one
  * moved to CPU 0 only late in the interval, or its QEMU's other threads ran there), CPU 0 was
  * busy with them and B, its owner, is paused. Without a measure of the visitors' own run by CPU
@@ -293,47 +355,18 @@ static void test_visitors_seen_on_one_cpu(void)
  * measure (cpu_visitors) it is A's, and A stays. */
 static bool retreats_after_burst(bool measured, guint64 interval_ms)
 {
-    g_autoptr(SaTopology) topo = sim_topology_uniform(2, 1, NULL);
-    SaPolicyVm a, b;
-    SaPolicyVm *vms[2] = {&a, &b};
-    sa_policy_vm_init(&a);
-    sa_policy_vm_init(&b);
-    a.name = "a";
-    b.name = "b";
-    a.preferred = 1;
-    b.preferred = 0;
-    a.n_vcpus = 2;
-    b.n_vcpus = 1;
-    a.allowed = b.allowed = topo->online;
-    double busy[2] = {0.02, 1.0};
-    double visitors[2] = {0, 0};
-    SaPolicyHost host = {
-        .topo = topo, .cpu_busy = busy, .n_cpu_busy = 2, .interval_ns = 500000000, .now_ms = 0};
-    SaPolicyConfig cfg;
-    sa_policy_config_init(&cfg);
-    sa_policy_tick(&cfg, &host, vms, 2, NULL);
-    SaVcpuSample sa_[2] = {{250000000, 250000000, 1}, {250000000, 250000000, 1}};
-    SaVcpuSample sb[1] = {{0, 0, 0}};
-    a.vcpu_samples = sa_;
-    b.vcpu_samples = sb;
-    host.now_ms += 500;
-    sa_policy_tick(&cfg, &host, vms, 2, NULL);
-    g_assert_cmpint(a.st.state, ==, SA_STATE_BURST);
+    BurstBed bed;
+    burst_bed_init(&bed);
     /* 21 ms later: CPU 0 was 95% busy, all of it A's threads (its QEMU's other threads, a vCPU
      * that moved at the very end); both vCPUs last seen on CPU 1, sharing it. */
     guint64 half = interval_ms * 1000000 / 2;
     SaVcpuSample after[2] = {{half, half, 1}, {half, half, 1}};
-    a.vcpu_samples = after;
-    busy[0] = 0.95;
-    busy[1] = 1.0;
-    visitors[0] = 0.95;
-    host.cpu_visitors = measured ? visitors : NULL;
-    host.interval_ns = interval_ms * 1000000;
-    host.now_ms += (gint64)interval_ms;
-    sa_policy_tick(&cfg, &host, vms, 2, NULL);
-    bool retreated = a.retreats > 0 || a.st.state != SA_STATE_BURST;
-    sa_policy_vm_clear(&a);
-    sa_policy_vm_clear(&b);
+    bed.busy[0] = 0.95;
+    bed.busy[1] = 1.0;
+    bed.visitors[0] = 0.95;
+    bed.host.cpu_visitors = measured ? bed.visitors : NULL;
+    bool retreated = burst_next(&bed, after, interval_ms, NULL);
+    burst_bed_clear(&bed);
     return retreated;
 }
 
@@ -348,52 +381,24 @@ static void test_visitors_measured_after_burst(void)
     g_assert_false(retreats_after_burst(false, 21));
 }
 
-/* A regular tick (500 ms) after A burst onto CPU 0, whose owner B is paused: CPU 0 was all busy,
- * half of it A's vCPU, which waited the other half behind host work (a shell, a pinning): 0.5
- * CPU unmanaged and 0.5 of wait it hid, the owners' 1.0 of 1 CPU. unmanaged_prev is the
- * partition's unmanaged load averaged before this tick (-1: none known, NULL: not given). */
+/* A regular tick (500 ms) after the burst: CPU 0 was all busy, half of it A's vCPU, which waited
+ * the other half behind host work (a shell, a pinning): 0.5 CPU unmanaged and 0.5 of wait it
+ * hid, the owners' 1.0 of 1 CPU. unmanaged_prev is the partitions' unmanaged load averaged
+ * before this tick (-1: none known, NULL: not given). */
 static bool retreats_for_host_work(const double *unmanaged_prev)
 {
-    g_autoptr(SaTopology) topo = sim_topology_uniform(2, 1, NULL);
-    SaPolicyVm a, b;
-    SaPolicyVm *vms[2] = {&a, &b};
-    sa_policy_vm_init(&a);
-    sa_policy_vm_init(&b);
-    a.name = "a";
-    b.name = "b";
-    a.preferred = 1;
-    b.preferred = 0;
-    a.n_vcpus = 2;
-    b.n_vcpus = 1;
-    a.allowed = b.allowed = topo->online;
-    double busy[2] = {0.02, 1.0};
-    double visitors[2] = {0, 0};
-    SaPolicyHost host = {
-        .topo = topo, .cpu_busy = busy, .n_cpu_busy = 2, .interval_ns = 500000000, .now_ms = 0};
-    SaPolicyConfig cfg;
-    sa_policy_config_init(&cfg);
-    sa_policy_tick(&cfg, &host, vms, 2, NULL);
-    SaVcpuSample sa_[2] = {{250000000, 250000000, 1}, {250000000, 250000000, 1}};
-    SaVcpuSample sb[1] = {{0, 0, 0}};
-    a.vcpu_samples = sa_;
-    b.vcpu_samples = sb;
-    host.now_ms += 500;
-    sa_policy_tick(&cfg, &host, vms, 2, NULL);
-    g_assert_cmpint(a.st.state, ==, SA_STATE_BURST);
+    BurstBed bed;
+    burst_bed_init(&bed);
     SaVcpuSample after[2] = {{250000000, 250000000, 0}, {500000000, 0, 1}};
-    a.vcpu_samples = after;
-    busy[0] = busy[1] = 1.0;
-    visitors[0] = 0.5;
-    host.cpu_visitors = visitors;
-    host.unmanaged_avg = unmanaged_prev;
-    host.now_ms += 500;
+    bed.busy[0] = bed.busy[1] = 1.0;
+    bed.visitors[0] = 0.5;
+    bed.host.cpu_visitors = bed.visitors;
+    bed.host.unmanaged_avg = unmanaged_prev;
     SaPartitionUsage usage[2];
-    sa_policy_tick(&cfg, &host, vms, 2, usage);
+    bool retreated = burst_next(&bed, after, 500, usage);
     g_assert_cmpfloat_with_epsilon(usage[0].unmanaged, 0.5, 1e-9);
     g_assert_cmpfloat_with_epsilon(usage[0].owner_demand, 1.0, 1e-9);
-    bool retreated = a.retreats > 0;
-    sa_policy_vm_clear(&a);
-    sa_policy_vm_clear(&b);
+    burst_bed_clear(&bed);
     return retreated;
 }
 
