@@ -195,8 +195,34 @@ static bool process_changed(const SaVm *vm, const SaVmFacts *facts)
                                      sizeof(pid_t) * facts->vcpu_tids->len) != 0);
 }
 
+static bool set_same(const SaCpuSet *a, const SaCpuSet *b)
+{
+    return (!a && !b) || (a && b && sa_cpuset_equal(a, b));
+}
+
+/* Whether two arrays of own sets (per vCPU, per I/O thread; NULL = none) are the same. */
+static bool sets_same(const GPtrArray *a, const GPtrArray *b)
+{
+    guint na = a ? a->len : 0, nb = b ? b->len : 0;
+    if (na != nb)
+        return false;
+    for (guint i = 0; i < na; i++)
+        if (!set_same(g_ptr_array_index(a, i), g_ptr_array_index(b, i)))
+            return false;
+    return true;
+}
+
 static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
 {
+    /* A thread's own set changed (the user pinned it live) while softaff holds the VM's
+     * threads: they are pinned again to the current decision within the new own sets. The
+     * policy decides again only when the allowed set changes; a new emulator or I/O thread pin
+     * alone (or a vCPU's within the same allowed set) would otherwise wait for the next change
+     * of decision, and a pin sent with the old own sets just before the user's event (a
+     * retreat in the same tick) left the emulator outside its new own set. */
+    bool own_changed = !set_same(vm->emulator_allowed, j->emulator_allowed) ||
+                       !sets_same(vm->iothread_allowed, j->iothread_allowed) ||
+                       !sets_same(vm->vcpu_allowed, j->vcpu_allowed);
     vm->settings = j->settings;
     g_free(vm->rule);
     vm->rule = g_steal_pointer(&j->rule);
@@ -215,6 +241,8 @@ static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
         g_ptr_array_unref(vm->iothread_allowed);
     vm->iothread_allowed = g_steal_pointer(&j->iothread_allowed);
     sa_vm_set_status(core, vm, j->status, j->reason);
+    if (own_changed && vm->status == SA_VM_MANAGED && vm->act.touched && vm->pvm.st.vcpus)
+        vm->act.decided++; /* the next tick pins again (act_on_decision) */
 }
 
 void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVmFacts *facts)

@@ -411,6 +411,38 @@ static void test_per_thread_own(Fx *fx, gconstpointer data)
     g_assert_cmpstr(restored, ==, "vcpus=3;0-3 emulator=1-2 io1=2-3 io2=0-3");
 }
 
+/* The user pins the emulator live while softaff holds the VM's threads (the emulator narrowed to
+ * home, CPU 1 here): the new own set comes with the next report, and the next tick pins the VM
+ * again with the emulator within it, though the decision did not change. Before, the emulator
+ * kept softaff's last pin (CPU 1) outside its new own set (CPU 2) until the decision changed. */
+static void test_own_pin_live(Fx *fx, gconstpointer data)
+{
+    BedVm *v = bed_vm(fx, "live", 1950, 2, 0.0);
+    g_autoptr(SaVmFacts) f = bed_facts(v, "live", 0);
+    f->emulator_pin = sa_cpuset_parse("1-2", NULL);
+    bed_report(fx, v, g_steal_pointer(&f));
+    g_assert_cmpuint(bed_step_until_pinned(fx, v, "0-1", 8), <=, 8);
+    g_autofree char *pinned = rec_vm_last_threads(v->rec);
+    g_assert_cmpstr(pinned, ==, "vcpus=0-1;0-1 emulator=1");
+    guint pins = rec_vm_pins(v->rec);
+    bed_step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins); /* nothing new: no pin */
+
+    g_autoptr(SaVmFacts) g = bed_facts(v, "live", 0);
+    g->emulator_pin = sa_cpuset_parse("2", NULL);
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&g)); /* the same recorder */
+    bed_step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins + 1);
+    g_autofree char *again = rec_vm_last_threads(v->rec);
+    g_assert_cmpstr(again, ==, "vcpus=0-1;0-1 emulator=2");
+    /* The same facts again change nothing. */
+    g_autoptr(SaVmFacts) h = bed_facts(v, "live", 0);
+    h->emulator_pin = sa_cpuset_parse("2", NULL);
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&h));
+    bed_step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins + 1);
+}
+
 /* Homes rebalance: two busy auto VMs homed (assigned) on node 0's two CPUs with 2 vCPUs each
  * over-commit it while node 1 idles; after the window one of them gets node 1 as its home: it is
  * pinned there and the home is written, once. With rebalance=off nothing moves. */
@@ -1295,6 +1327,7 @@ int main(int argc, char **argv)
     ADD("/core/stopped-process", test_stopped_process);
     ADD("/core/discover", test_discover);
     ADD("/core/per-thread-own", test_per_thread_own);
+    ADD("/core/own-pin-live", test_own_pin_live);
     ADD("/core/new-process", test_new_process);
     ADD("/core/rebalance", test_rebalance);
     ADD("/core/rebalance-off", test_rebalance_off);
