@@ -6,6 +6,7 @@
 #define G_LOG_DOMAIN "softaffd"
 
 #include "control-server.h"
+#include "loop-watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -222,10 +223,13 @@ static gboolean client_readable(int fd, GIOCondition cond, gpointer data)
     if (nl)
         g_string_truncate(c->in, (gsize)(nl - c->in->str));
     c->watch = 0;
-    if (c->in->len > 0)
+    if (c->in->len > 0) {
+        sa_loop_watch_step("a control request (status, show, reload, vm-event)");
         client_reply(c, handle(c->control, c));
-    else
+        sa_loop_watch_step(NULL);
+    } else {
         client_free(c);
+    }
     return G_SOURCE_REMOVE;
 }
 

@@ -17,6 +17,7 @@
 #include "backend-qmp.h"
 #include "control-server.h"
 #include "core-private.h"
+#include "loop-watch.h"
 #include "sa-config-defs.h"
 #include "sa-error.h"
 #include "sa-sampler.h"
@@ -418,7 +419,9 @@ static int run_daemon(App *app)
     if (app->qmp)
         sa_qmp_start(app->qmp);
     app->tick_source = g_timeout_add(c->interval_ms, tick_cb, app);
+    SaLoopWatch *watch = sa_loop_watch_start();
     g_main_loop_run(app->loop);
+    sa_loop_watch_stop(watch);
     g_info("stopped");
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core-private.h"
+#include "loop-watch.h"
 #include "sa-metrics.h"
 
 void sa_decision_free(gpointer p)
@@ -238,10 +239,14 @@ void sa_core_tick(SaCore *core)
     core->last_sample_us = now;
     core->ticks++;
     /* An ejection by the kernel is noticed before the policy runs: it re-pins at once. */
+    sa_loop_watch_step("tick: the scheduler's state");
     sa_core_sched_tick(core);
+    sa_loop_watch_step("tick: sampling the host");
     sa_core_sample_host(core);
 
+    sa_loop_watch_step("tick: sampling the VMs");
     GPtrArray *managed = sample_managed(core);
+    sa_loop_watch_step("tick: the policy");
     run_policy(core, interval_ns, now);
     for (guint p = 0; p < core->topo->partitions->len; p++)
         sa_partition_load_add(&core->load[p], &core->usage[p], interval_ns / 1e9);
@@ -249,13 +254,18 @@ void sa_core_tick(SaCore *core)
     rebalance(core, now);
     for (guint i = 0; i < managed->len; i++)
         account_vm(core, g_ptr_array_index(managed, i), interval_ns);
+    sa_loop_watch_step("tick: acting on decisions (fast narrowing, queueing pins)");
     for (guint i = 0; i < managed->len; i++) {
         act_on_decision(core, g_ptr_array_index(managed, i));
         follow_home(core, g_ptr_array_index(managed, i));
     }
+    sa_loop_watch_step("tick: the BPF sensor's thread map");
     sa_core_sense_update(core);
+    sa_loop_watch_step("tick: the metrics textfile");
     write_metrics(core);
+    sa_loop_watch_step("tick: saving the headroom history");
     sa_core_fleet_maybe_save(core);
+    sa_loop_watch_step(NULL);
     core->last_tick_cpu_ms = process_cpu_ms() - cpu0;
 }
 
