@@ -71,6 +71,10 @@ def main():
             g.start(connect=False)
         for g in (t, p):
             g.wait_vcpu_threads()
+        # Saved mid-boot, a guest boots on after its restore: that is load, which softaffd may
+        # burst (and, a spike, remember with doors for 60 s) instead of pinning it home, as on a
+        # slow host where boots took 5.5 s (CI 2026-12-06). Idle guests are what this test saves.
+        T.wait_guests_quiet([t, p], timeout=120)
         d = T.Daemon(cfg).start(wait_socket=False)
         image = os.path.join(T.workdir(), "t.save")
         round_trip(t, d, lambda: T.virsh("save", t.name, image, timeout=120),
