@@ -1658,7 +1658,9 @@ def two_partition_scenario(daemon_first=False, interval_ms=500, softness=50, vcp
     idle and ready, softaffd running and settled (A on CPU 0, B on CPU 1).
 
     daemon_first: start softaffd before the guests (they arrive through lifecycle events)
-    instead of after (softaffd finds them running). Returns (a, b, daemon)."""
+    instead of after (softaffd finds them running); then A and B are only required to have
+    been placed at homes 0 and 1, not to run there (their boots may have left them doors).
+    Returns (a, b, daemon)."""
     if len(host_cpus()) < 2 or not {0, 1} <= host_cpus():
         skip("the two-partition scenario needs host CPUs 0 and 1")
     if not os.access(softaffd_path(), os.X_OK):
