@@ -212,15 +212,18 @@ static bool sets_same(const GPtrArray *a, const GPtrArray *b)
     return true;
 }
 
-static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j)
+static void apply_judgement(SaCore *core, SaVm *vm, SaJudgement *j, bool user_pinned)
 {
     /* A thread's own set changed (the user pinned it live) while softaff holds the VM's
      * threads: they are pinned again to the current decision within the new own sets. The
      * policy decides again only when the allowed set changes; a new emulator or I/O thread pin
      * alone (or a vCPU's within the same allowed set) would otherwise wait for the next change
      * of decision, and a pin sent with the old own sets just before the user's event (a
-     * retreat in the same tick) left the emulator outside its new own set. */
-    bool own_changed = !set_same(vm->emulator_allowed, j->emulator_allowed) ||
+     * retreat in the same tick) left the emulator outside its new own set. A user's pin that
+     * leaves the own sets as they were (a vCPU given every CPU, which its own set was) still
+     * moved the thread off softaff's set: pinned again too (soak seed 1775393844, where an idle
+     * VM stayed on both CPUs instead of its home). */
+    bool own_changed = user_pinned || !set_same(vm->emulator_allowed, j->emulator_allowed) ||
                        !sets_same(vm->iothread_allowed, j->iothread_allowed) ||
                        !sets_same(vm->vcpu_allowed, j->vcpu_allowed);
     vm->settings = j->settings;
@@ -271,6 +274,7 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
     }
     if (process_changed(vm, facts))
         vm->sampling.stale = true;
+    bool user_pinned = vm->facts && vm->facts->user_pins != facts->user_pins;
     sa_vm_facts_free(vm->facts);
     vm->facts = g_steal_pointer(&owned);
     /* An earlier daemon's pins (SIGKILLed, then restarted): given back like this one's. */
@@ -280,7 +284,7 @@ void sa_core_report(SaCore *core, const SaBackendOps *ops, gpointer handle, SaVm
     SaJudgement j;
     sa_judge_vm(vm->facts, core->cfg, core->topo->online,
                 ops->settings_name ? ops->settings_name : "softaff settings", &j);
-    apply_judgement(core, vm, &j);
+    apply_judgement(core, vm, &j, user_pinned);
     sa_judgement_clear(&j);
 }
 

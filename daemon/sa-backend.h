@@ -72,6 +72,12 @@ typedef struct {
      * live metadata): the VM is given back at shutdown even if this daemon never pinned it. */
     bool narrowed;
 
+    /* How many live pins of the user the backend has heard of for this process (libvirt's
+     * tunable events; 0 where none can be heard). A change says a thread's affinity is the
+     * user's write now, not softaff's last, even when its own set stays the same (a vCPU given
+     * every CPU, its own set before): the core pins the VM again within its new own sets. */
+    guint user_pins;
+
     /* softaff settings: the metadata element (libvirt) or a [vm NAME] group (QMP). */
     bool has_settings;
     SaMetadata settings;  /* meaningful when has_settings and settings_error is NULL */

@@ -142,5 +142,6 @@ SaVmFacts *lv_discover(gpointer handle, GError **error)
         return NULL;
     SaVmFacts *facts = build_facts(h, pid, live, own);
     facts->narrowed = lv_domain_has_record(h);
+    facts->user_pins = lv_domain_user_pins(h);
     return facts;
 }

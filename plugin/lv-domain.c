@@ -239,8 +239,17 @@ bool lv_domain_user_pin_locked(LvDomain *h, const char *field, const SaCpuSet *s
     g_autofree char *text = sa_cpuset_format(set);
     g_info("%s: the user pinned %s to %s: now its own setting", h->name, what, text);
     h->own_generation++;
+    h->user_pins++;
     h->recorded = false;
     return true;
+}
+
+guint lv_domain_user_pins(LvDomain *h)
+{
+    g_mutex_lock(&h->lock);
+    guint n = h->user_pins;
+    g_mutex_unlock(&h->lock);
+    return n;
 }
 
 /* One cputune.* parameter of a tunable event; true when the facts should be read again. */

@@ -83,6 +83,7 @@ typedef struct {
                                  (live XML, then softaff's writes), NULL: unknown */
     SaOwnPins *own;           /* the VM's own settings, NULL until discovered */
     guint own_generation;     /* bumped whenever own changes */
+    guint user_pins;          /* the user's live pins heard (SaVmFacts.user_pins) */
     bool recorded;            /* own is in the live metadata as it is now */
     bool has_record;          /* the live metadata holds a record (softaff narrows the VM) */
     bool unheard;             /* events may have been missed (a new connection): the next
@@ -150,6 +151,7 @@ char *lv_domain_element(LvDomain *h, bool with_own, bool *remove, guint *generat
 void lv_domain_element_written(LvDomain *h, bool with_own, bool removed, guint generation);
 /* softaffd's record is in the live metadata: softaff's pins may be in place. */
 bool lv_domain_has_record(LvDomain *h);
+guint lv_domain_user_pins(LvDomain *h);
 /* A record is in the live metadata that no longer says what the daemon knows of own (a user's
  * live pin since): it must be written again at once, not at softaff's next pin. */
 bool lv_domain_record_stale(LvDomain *h);

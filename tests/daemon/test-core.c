@@ -443,6 +443,43 @@ static void test_own_pin_live(Fx *fx, gconstpointer data)
     g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins + 1);
 }
 
+/* The user pins a vCPU live to every CPU, which its own set was: the own sets do not change, yet
+ * the thread now runs where the user put it, not on softaff's home set. The report carries a new
+ * count of the user's pins, and the next tick pins the VM again, though neither the decision nor
+ * the own sets changed. Before, the vCPUs stayed on every CPU (soak seed 1775393844). */
+static void test_own_pin_same_set(Fx *fx, gconstpointer data)
+{
+    BedVm *v = bed_vm(fx, "same", 1960, 2, 0.0);
+    bed_report(fx, v, bed_facts(v, "same", 0));
+    g_assert_cmpuint(bed_step_until_pinned(fx, v, "0-1", 8), <=, 8);
+    guint pins = rec_vm_pins(v->rec);
+    bed_step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins);
+
+    for (guint n = 1; n <= 2; n++) {
+        /* The second time the very same pin: only the count tells it. */
+        g_autoptr(SaVmFacts) g = bed_facts(v, "same", 0);
+        g->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+        g_ptr_array_add(g->vcpu_pins, sa_cpuset_parse("0-3", NULL));
+        g_ptr_array_add(g->vcpu_pins, NULL);
+        g->user_pins = n;
+        sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&g));
+        bed_step(fx, 3);
+        g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins + n);
+        g_autofree char *again = rec_vm_last_vcpus(v->rec);
+        g_assert_true(g_str_has_prefix(again, "0-1"));
+    }
+    /* The same facts again, the count unchanged: nothing pinned. */
+    g_autoptr(SaVmFacts) h = bed_facts(v, "same", 0);
+    h->vcpu_pins = g_ptr_array_new_with_free_func((GDestroyNotify)sa_cpuset_free);
+    g_ptr_array_add(h->vcpu_pins, sa_cpuset_parse("0-3", NULL));
+    g_ptr_array_add(h->vcpu_pins, NULL);
+    h->user_pins = 2;
+    sa_core_report(fx->core, &rec_ops, v->rec, g_steal_pointer(&h));
+    bed_step(fx, 3);
+    g_assert_cmpuint(rec_vm_pins(v->rec), ==, pins + 2);
+}
+
 /* Homes rebalance: two busy auto VMs homed (assigned) on node 0's two CPUs with 2 vCPUs each
  * over-commit it while node 1 idles; after the window one of them gets node 1 as its home: it is
  * pinned there and the home is written, once. With rebalance=off nothing moves. */
@@ -1328,6 +1365,7 @@ int main(int argc, char **argv)
     ADD("/core/discover", test_discover);
     ADD("/core/per-thread-own", test_per_thread_own);
     ADD("/core/own-pin-live", test_own_pin_live);
+    ADD("/core/own-pin-same-set", test_own_pin_same_set);
     ADD("/core/new-process", test_new_process);
     ADD("/core/rebalance", test_rebalance);
     ADD("/core/rebalance-off", test_rebalance_off);

@@ -6,7 +6,8 @@ The VM has <vcpupin vcpu='0' cpuset='0'/> and preferred='1': softaff pins vCPU 1
 home) and leaves vCPU 0 on its own CPU 0. The user then runs `virsh vcpupin VM 1 1 --live`: the
 same set softaff wrote. The daemon must take it for the user's word (the record changes at
 once), so after SIGTERM vCPU 1 holds exactly 1, not 0-1 (its definition's set), and the live
-table says so. softaffd matched events to its own writes by value until issue 20.
+table says so. softaffd matched events to its own writes by value until issue 20. Before
+that, the user gives vCPU 1 both CPUs (its own set already): softaff pins it home again.
 """
 import re
 import time
@@ -30,6 +31,16 @@ def main():
     time.sleep(1.0)
     own_before = re.findall(r'<vcpupin vcpu="1"[^>]*>', g.metadata_get())
     assert not own_before, "vCPU 1 has no pin of its own yet: %s" % g.metadata_get()
+
+    # The user gives vCPU 1 both CPUs, which its own set was: no own set changes, yet the
+    # thread now runs on 0-1. softaff pins it home again (soak seed 1775393844: it stayed).
+    g.vcpupin(1, "0-1")
+    moved = g.affinity()
+    back = T.wait_until(lambda: g.affinity() == {0: {0}, 1: {1}}, 5, what=False)
+    assert back is not None, "vCPU 1 not pinned home again 5 s after the user's 0-1 (right " \
+        "after the pin %s, now %s)" % (moved, g.affinity_text())
+    T.log("the user's 0-1 on vCPU 1: home again after %.2f s (right after the pin: %s)"
+          % (back, moved))
 
     g.vcpupin(1, "1")
 

@@ -1098,11 +1098,13 @@ static void test_tunables(Fixture *f, gconstpointer data)
     g_autoptr(SaVmFacts) before = discover(web, &error);
     assert_pin(before->vcpu_pins, 0, "(none)");
     assert_cpuset(before->emulator_pin, "4-5");
+    g_assert_cmpuint(before->user_pins, ==, 0); /* softaff's own events are not the user's */
 
     /* `virsh vcpupin web 3 7 --live` */
     virTypedParameter user[] = {string_param("cputune.vcpupin3", "7")};
     g_assert_true(lv_domain_tunables(web, user, G_N_ELEMENTS(user)));
     g_autoptr(SaVmFacts) after = discover(web, &error);
+    g_assert_cmpuint(after->user_pins, ==, 1);
     assert_cpuset(g_ptr_array_index(after->vcpu_pins, 1), "2-3"); /* its definition's */
     assert_cpuset(g_ptr_array_index(after->vcpu_pins, 3), "7");
     g_assert_null(g_ptr_array_index(after->vcpu_pins, 0));
@@ -1143,6 +1145,8 @@ static void test_user_pin_equal(Fixture *f, gconstpointer data)
     g_assert_no_error(error);
     assert_pin(facts->vcpu_pins, 0, "0-1");
     assert_pin(facts->vcpu_pins, 1, "2-3");
+    /* Both counted, though neither changed an own set: the core pins the VM again. */
+    g_assert_cmpuint(facts->user_pins, ==, 2);
 
     /* The record follows before the next pin, and restore gives the user's sets back. */
     pin_web(web, WEB_HOME, "6-7");

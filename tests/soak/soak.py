@@ -48,6 +48,7 @@ STATUS_MAX_S = 1.0
 POLL_S = 0.1
 STATUS_EVERY_S = 0.5
 MAX_INCIDENTS = 8      # operations libvirt or a guest did not complete: more end the run
+DOOR_MEMORY_S = 60     # docs/policy.md section 9: a door stays at most this long after a spike
 _IO_COMM = re.compile(r"^IO iothread(\d+)$")
 
 
@@ -223,6 +224,17 @@ class Soak:
         took = time.monotonic() - t0
         json.loads(buf.decode())
         return took
+
+    def vm_state(self, name):
+        """softaffd's state of one VM (home, burst, door, ...), or why it is not known."""
+        try:
+            doc = json.loads(T.control_request(self.sock, b'{"command":"status"}\n').decode())
+        except (OSError, ValueError) as e:
+            return "unknown (%s)" % e
+        for v in doc.get("vms", []):
+            if v.get("name") == name:
+                return v.get("state", "?")
+        return "not listed"
 
     def status_loop(self):
         while not self.stop_event.wait(STATUS_EVERY_S):
@@ -405,16 +417,20 @@ class Soak:
         g.close_control()
         if os.path.exists(g.control_path):
             os.unlink(g.control_path)
-        g.start_time = time.monotonic()
-        if g.persistent:
-            self.check_definition(label)
-            T.virsh("start", g.name, timeout=120)
-        else:
-            with open(g.xml_path, "w") as f:
-                f.write(g.xml())
-            T.virsh("create", g.xml_path, timeout=120)
-        # Connected before the guest boots (its 'ready' line goes to whoever listens then).
-        g.reconnect(wait_ready=True)
+        quieted = self.quiet_others(label)
+        try:
+            g.start_time = time.monotonic()
+            if g.persistent:
+                self.check_definition(label)
+                T.virsh("start", g.name, timeout=120)
+            else:
+                with open(g.xml_path, "w") as f:
+                    f.write(g.xml())
+                T.virsh("create", g.xml_path, timeout=120)
+            # Connected before the guest boots (its 'ready' line goes to whoever listens then).
+            g.reconnect(wait_ready=True)
+        finally:
+            self.restore_others(quieted, label)
         self.running_again(label, reset_own=True)
         g.load = 0
 
@@ -573,14 +589,16 @@ class Soak:
             raise AssertionError("more than %d incidents: the host or libvirt is unusable"
                                  % MAX_INCIDENTS)
 
-    def start_afresh(self, label, attempts=3):
-        """A guest that did not come up is started again, up to attempts times, each failure
-        an incident too, while the other guests' loads are off. A TCG guest starved on a
-        loaded host boots for minutes: seed 1863773748, step 223, `cpuset` (CPU 1 only) was
-        started 3 times next to `bare`'s spinning vCPU that the user had pinned to CPU 1, and
-        its vCPU ran 0.5 ms in 3 s with 3.2 s runnable (schedstat), its cgroups' shares equal
-        to bare's: the host kernel's fair class, not softaff (it pins `cpuset` to CPU 1, its
-        only CPU). The loads come back once the guest is up."""
+    def quiet_others(self, label):
+        """The other guests' loads off while label boots; returns those to turn on again.
+        A TCG guest starved on a loaded host boots for minutes: seed 1863773748, step 223,
+        `cpuset` (CPU 1 only) was started 3 times next to `bare`'s spinning vCPU that the user
+        had pinned to CPU 1, and its vCPU ran 0.5 ms in 3 s with 3.2 s runnable (schedstat), its
+        cgroups' shares equal to bare's: the host kernel's fair class, not softaff (it pins
+        `cpuset` to CPU 1, its only CPU). Runs 12 and 13 (docs/benchmarks.md section 10) ended
+        on it: 9 of 21 boots next to spinning guests did not come up in 3 min, and each came up
+        at once with the loads off. So every boot of the soak runs with the others idle; the
+        loads come back once the guest is up."""
         quieted = []
         for other, o in self.guests.items():
             if other != label and o.load:
@@ -590,7 +608,21 @@ class Soak:
                 except (RuntimeError, AssertionError, OSError) as e:
                     log("incident: %s's load not set to 0 (%s)" % (other, e))
         if quieted:
-            log("incident: loads of %s off while %s starts afresh" % (", ".join(quieted), label))
+            log("loads of %s off while %s boots" % (", ".join(quieted), label))
+        return quieted
+
+    def restore_others(self, quieted, label):
+        for other in quieted:
+            o = self.guests[other]
+            try:
+                o.set_load(o.load, timeout=LOAD_ACK_S)
+            except (RuntimeError, AssertionError, OSError) as e:
+                self.note_incident("%s's load %d not restored after %s booted: %s"
+                                   % (other, o.load, label, e))
+
+    def start_afresh(self, label, attempts=3):
+        """A guest that did not come up is started again, up to attempts times, each failure
+        an incident too (its boot runs with the other loads off, op_destroy_start)."""
         for attempt in range(attempts):
             try:
                 self.op_destroy_start({"guest": label})
@@ -600,13 +632,6 @@ class Soak:
                     raise
                 self.note_incident(e)
                 log("incident: %s starts afresh again" % label)
-        for other in quieted:
-            o = self.guests[other]
-            try:
-                o.set_load(o.load, timeout=LOAD_ACK_S)
-            except (RuntimeError, AssertionError, OSError) as e:
-                self.note_incident("%s's load %d not restored after %s started afresh: %s"
-                                   % (other, o.load, label, e))
 
     # ---- the end: decisions still flow ----
     def flow_check(self):
@@ -636,9 +661,21 @@ class Soak:
             g.load = 0
             self.count("flow")
             home = T.wait_until(lambda: g.all_on({0}), 30, what=False)
+            state = self.vm_state(g.name) if home is None else "home"
+            if home is None and state == "door":
+                # A spike of bare's in the last minute (its load just set to 0, or the user's
+                # pins while it ran) opens a door onto pin's idle partition: the policy's own
+                # rule (docs/policy.md section 9), not a stuck decision. The door closes once
+                # DOOR_MEMORY_S pass with no spike; bare idle then sits at home.
+                log("flow: bare idle has a door open onto idle pin (%s); waiting for it to "
+                    "close" % g.affinity_text())
+                more = T.wait_until(lambda: g.all_on({0}), DOOR_MEMORY_S + 15, what=False)
+                home = 30 + more if more is not None else None
+                state = self.vm_state(g.name) if home is None else "home"
             if home is None:
-                self.violation("flow", "bare, idle, not home on CPU 0 after 30 s: %s" % (
-                    g.affinity_text()))
+                self.violation("flow", "bare, idle, not home on CPU 0 after %d s (state %s): %s"
+                               % (30 + (DOOR_MEMORY_S + 15 if state == "door" else 0), state,
+                                  g.affinity_text()))
                 return
             g.set_load(g.vcpus)
             g.load = g.vcpus
