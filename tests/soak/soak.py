@@ -660,7 +660,8 @@ class Soak:
             g.set_load(0)
             g.load = 0
             self.count("flow")
-            home = T.wait_until(lambda: g.all_on({0}), 30, what=False)
+            waited = 30
+            home = T.wait_until(lambda: g.all_on({0}), waited, what=False)
             state = self.vm_state(g.name) if home is None else "home"
             if home is None and state == "door":
                 # A spike of bare's in the last minute (its load just set to 0, or the user's
@@ -670,12 +671,12 @@ class Soak:
                 log("flow: bare idle has a door open onto idle pin (%s); waiting for it to "
                     "close" % g.affinity_text())
                 more = T.wait_until(lambda: g.all_on({0}), DOOR_MEMORY_S + 15, what=False)
-                home = 30 + more if more is not None else None
+                home = waited + more if more is not None else None
+                waited += DOOR_MEMORY_S + 15
                 state = self.vm_state(g.name) if home is None else "home"
             if home is None:
                 self.violation("flow", "bare, idle, not home on CPU 0 after %d s (state %s): %s"
-                               % (30 + (DOOR_MEMORY_S + 15 if state == "door" else 0), state,
-                                  g.affinity_text()))
+                               % (waited, state, g.affinity_text()))
                 return
             g.set_load(g.vcpus)
             g.load = g.vcpus
