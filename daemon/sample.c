@@ -32,6 +32,12 @@ struct SaIdleCheck {
     guint64 span_ns;   /* the span so far */
     guint samples;
     guint spans; /* spans that passed */
+    /* The last SA_IDLE_CHECK_LONG_SPANS spans that passed, per CPU (span k at k * n + cpu): a
+     * small bias that every span passes is judged over them all. */
+    double *ring_proc_ns, *ring_sense_ns;
+    guint64 *ring_known_ns;
+    guint ring_next, ring_len;
+    double verdict_s; /* the length judged by the last failed verdict */
 };
 
 SaIdleCheck *sa_idle_check_new(void)
@@ -46,14 +52,16 @@ void sa_idle_check_free(SaIdleCheck *c)
     g_free(c->proc_ns);
     g_free(c->sense_ns);
     g_free(c->known_ns);
+    g_free(c->ring_proc_ns);
+    g_free(c->ring_sense_ns);
+    g_free(c->ring_known_ns);
     g_free(c);
 }
 
-void sa_idle_check_reset(SaIdleCheck *c)
+static void span_reset(SaIdleCheck *c)
 {
-    if (c->n)
-        memset(c->known_ns, 0, sizeof(guint64) * c->n);
     if (c->n) {
+        memset(c->known_ns, 0, sizeof(guint64) * c->n);
         memset(c->proc_ns, 0, sizeof(double) * c->n);
         memset(c->sense_ns, 0, sizeof(double) * c->n);
     }
@@ -61,23 +69,37 @@ void sa_idle_check_reset(SaIdleCheck *c)
     c->samples = 0;
 }
 
+void sa_idle_check_reset(SaIdleCheck *c)
+{
+    span_reset(c);
+    c->ring_next = 0;
+    c->ring_len = 0;
+}
+
+double sa_idle_check_verdict_seconds(const SaIdleCheck *c)
+{
+    return c->verdict_s;
+}
+
 guint sa_idle_check_spans(const SaIdleCheck *c)
 {
     return c->spans;
 }
 
-/* The worst CPU of a span that ended: false when it is beyond the tolerance. */
-static bool span_verdict(SaIdleCheck *c, guint *cpu, double *proc_frac, double *sense_frac)
+/* The CPU whose idle fractions differ most over the sums (n CPUs), if judged on half of span_ns
+ * at least (a CPU the sensor saw switch only now and then: both figures are then mostly
+ * /proc/stat's rounding); false when that difference is beyond tolerance. */
+static bool verdict(guint n, const double *proc_ns, const double *sense_ns, const guint64 *known_ns,
+                    guint64 span_ns, double tolerance, guint *cpu, double *proc_frac,
+                    double *sense_frac)
 {
     double worst = -1;
 
-    for (guint i = 0; i < c->n; i++) {
-        /* Over too little of the span (a CPU the sensor saw switch only now and then) both
-         * figures are mostly /proc/stat's rounding: judged on half the span at least. */
-        if (c->known_ns[i] * 2 < c->span_ns)
+    for (guint i = 0; i < n; i++) {
+        if (known_ns[i] * 2 < span_ns)
             continue;
-        double p = c->proc_ns[i] / (double)c->known_ns[i];
-        double s = c->sense_ns[i] / (double)c->known_ns[i];
+        double p = proc_ns[i] / (double)known_ns[i];
+        double s = sense_ns[i] / (double)known_ns[i];
         if (fabs(p - s) > worst) {
             worst = fabs(p - s);
             *cpu = i;
@@ -85,7 +107,37 @@ static bool span_verdict(SaIdleCheck *c, guint *cpu, double *proc_frac, double *
             *sense_frac = s;
         }
     }
-    return worst <= SA_IDLE_CHECK_TOLERANCE;
+    return worst <= tolerance;
+}
+
+/* A span that passed goes into the ring; once the ring is full, its sums are judged at the
+ * tighter long tolerance. */
+static bool ring_verdict(SaIdleCheck *c, guint *cpu, double *proc_frac, double *sense_frac)
+{
+    guint n = c->n, k = c->ring_next;
+    memcpy(c->ring_proc_ns + k * n, c->proc_ns, sizeof(double) * n);
+    memcpy(c->ring_sense_ns + k * n, c->sense_ns, sizeof(double) * n);
+    memcpy(c->ring_known_ns + k * n, c->known_ns, sizeof(guint64) * n);
+    c->ring_next = (k + 1) % SA_IDLE_CHECK_LONG_SPANS;
+    c->ring_len = MIN(c->ring_len + 1, SA_IDLE_CHECK_LONG_SPANS);
+    if (c->ring_len < SA_IDLE_CHECK_LONG_SPANS)
+        return true;
+    g_autofree double *proc = g_new0(double, n);
+    g_autofree double *sense = g_new0(double, n);
+    g_autofree guint64 *known = g_new0(guint64, n);
+    guint64 span = 0;
+    for (guint j = 0; j < SA_IDLE_CHECK_LONG_SPANS; j++)
+        for (guint i = 0; i < n; i++) {
+            proc[i] += c->ring_proc_ns[j * n + i];
+            sense[i] += c->ring_sense_ns[j * n + i];
+            known[i] += c->ring_known_ns[j * n + i];
+            span = MAX(span, known[i]);
+        }
+    if (verdict(n, proc, sense, known, span, SA_IDLE_CHECK_LONG_TOLERANCE, cpu, proc_frac,
+                sense_frac))
+        return true;
+    c->verdict_s = span / 1e9;
+    return false;
 }
 
 bool sa_idle_check_add(SaIdleCheck *c, guint n, const double *proc_idle, const guint64 *sense_ns,
@@ -96,10 +148,16 @@ bool sa_idle_check_add(SaIdleCheck *c, guint n, const double *proc_idle, const g
         g_free(c->proc_ns);
         g_free(c->sense_ns);
         g_free(c->known_ns);
+        g_free(c->ring_proc_ns);
+        g_free(c->ring_sense_ns);
+        g_free(c->ring_known_ns);
         c->n = n;
         c->proc_ns = g_new0(double, MAX(n, 1));
         c->sense_ns = g_new0(double, MAX(n, 1));
         c->known_ns = g_new0(guint64, MAX(n, 1));
+        c->ring_proc_ns = g_new0(double, MAX(n, 1) * SA_IDLE_CHECK_LONG_SPANS);
+        c->ring_sense_ns = g_new0(double, MAX(n, 1) * SA_IDLE_CHECK_LONG_SPANS);
+        c->ring_known_ns = g_new0(guint64, MAX(n, 1) * SA_IDLE_CHECK_LONG_SPANS);
         sa_idle_check_reset(c);
     }
     if (interval_ns == 0)
@@ -115,10 +173,15 @@ bool sa_idle_check_add(SaIdleCheck *c, guint n, const double *proc_idle, const g
     c->samples++;
     if (c->span_ns < SA_IDLE_CHECK_SPAN_NS || c->samples < SA_IDLE_CHECK_MIN_SAMPLES)
         return true;
-    bool ok = span_verdict(c, cpu, proc_frac, sense_frac);
-    if (ok)
+    bool ok = verdict(n, c->proc_ns, c->sense_ns, c->known_ns, c->span_ns, SA_IDLE_CHECK_TOLERANCE,
+                      cpu, proc_frac, sense_frac);
+    if (ok) {
         c->spans++;
-    sa_idle_check_reset(c);
+        ok = ring_verdict(c, cpu, proc_frac, sense_frac);
+    } else {
+        c->verdict_s = c->span_ns / 1e9;
+    }
+    span_reset(c);
     return ok;
 }
 
@@ -149,7 +212,7 @@ static void check_idle(SaCore *core, const guint64 *delta, const bool *known, gu
     core->utilization_fallback = g_strdup_printf(
         "the BPF program's idle time disagrees with /proc/stat: CPU %u %.0f%% idle against "
         "%.0f%% over %.1f s",
-        cpu, 100 * s, 100 * p, SA_IDLE_CHECK_SPAN_NS / 1e9);
+        cpu, 100 * s, 100 * p, sa_idle_check_verdict_seconds(core->idle_check));
     g_warning("sensing: %s; utilization from /proc/stat from now on (events still from the "
               "BPF program)",
               core->utilization_fallback);

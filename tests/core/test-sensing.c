@@ -441,8 +441,8 @@ static void test_vcpus_found_after_reading(void)
 }
 
 /* The sensor's idle time against /proc/stat's (sample.c): spans of 2 s or more, 3 samples at
- * least; a CPU beyond 10 points fails the span; CPUs the sensor did not know over half the span
- * are not judged. */
+ * least; a CPU beyond 10 points fails the span, beyond 4 points over the last 5 spans that
+ * passed fails too; CPUs the sensor did not know over half the span are not judged. */
 static void test_idle_check(void)
 {
     g_autoptr(SaIdleCheck) c = sa_idle_check_new();
@@ -486,6 +486,31 @@ static void test_idle_check(void)
     g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, 4 * tick, &cpu, &p, &s));
     g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, 4 * tick, &cpu, &p, &s));
     g_assert_false(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_cmpfloat_with_epsilon(sa_idle_check_verdict_seconds(c), 4.5, 1e-9);
+
+    /* The 6.1 case: a busy CPU 1 the sensor reads 5 points idler than /proc/stat. Each span
+     * passes (within 10 points); the last 5 spans together (10 s) fail at 4 points, at the
+     * fifth span's end and not before. */
+    sa_idle_check_reset(c);
+    proc[0] = 0.91;
+    sense[0] = tick * 91 / 100;
+    proc[1] = 0.09;
+    sense[1] = tick * 14 / 100;
+    guint before = sa_idle_check_spans(c);
+    for (guint i = 0; i < 19; i++)
+        g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_false(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
+    g_assert_cmpuint(sa_idle_check_spans(c), ==, before + 5);
+    g_assert_cmpuint(cpu, ==, 1);
+    g_assert_cmpfloat_with_epsilon(p, 0.09, 1e-9);
+    g_assert_cmpfloat_with_epsilon(s, 0.14, 1e-9);
+    g_assert_cmpfloat_with_epsilon(sa_idle_check_verdict_seconds(c), 10.0, 1e-9);
+
+    /* 3 points off, for good: every span and every 10 s pass. */
+    sa_idle_check_reset(c);
+    sense[1] = tick * 12 / 100;
+    for (guint i = 0; i < 60; i++)
+        g_assert_true(sa_idle_check_add(c, 2, proc, sense, known, tick, &cpu, &p, &s));
 }
 
 int main(int argc, char **argv)
