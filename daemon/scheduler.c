@@ -529,6 +529,14 @@ static void ejected(SaCore *core, const SaSchedExit *x)
     g_warning("actuation: the kernel ejected the sched_ext scheduler: %s; every vCPU thread runs "
               "on the fair class with its own set; re-pinning from now on",
               what);
+    if (x->dump) {
+        /* The kernel's own account of its state at the error (where each runnable thread was
+         * queued, since when): one log line per line of it. */
+        g_auto(GStrv) lines = g_strsplit(x->dump, "\n", -1);
+        for (guint i = 0; lines[i]; i++)
+            if (lines[i][0])
+                g_message("actuation: the kernel's dump: %s", lines[i]);
+    }
     stop_scheduler(core);
     g_free(core->actuation_reason);
     core->actuation_reason = g_strdup_printf("the kernel ejected the scheduler: %s", what);
@@ -584,12 +592,13 @@ static void read_counters(SaCore *core)
 
 void sa_core_sched_tick(SaCore *core)
 {
-    SaSchedExit x;
+    SaSchedExit x = {0};
 
     if (!core->sched)
         return;
     if (ops_of(core)->ejected(core->sched, &x)) {
         ejected(core, &x);
+        g_free(x.dump);
         return;
     }
     read_counters(core);

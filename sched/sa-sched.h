@@ -44,6 +44,8 @@ typedef struct {
     gint64 exit_code;
     char reason[128]; /* the kernel's reason, e.g. "runnable task stall" */
     char msg[256];    /* the kernel's message, e.g. which task stalled on which CPU */
+    char *dump;       /* the start of the kernel's dump of its state (error exits), or NULL;
+                       * the caller frees it */
 } SaSchedExit;
 
 /* Whether this build and this kernel can run the scheduler; if not, why (SA_ERROR_UNSUPPORTED):

@@ -15,7 +15,7 @@
 #include "sa-error.h"
 #include "sa-paths.h"
 
-#define TIMEOUT_MS 5000 /* the watchdog timeout in sched.bpf.c's softaff_ops */
+#define TIMEOUT_MS 30000 /* the watchdog timeout in sched.bpf.c's softaff_ops */
 
 guint sa_sched_timeout_ms(void)
 {
@@ -594,6 +594,7 @@ bool sa_sched_ejected(SaSched *s, SaSchedExit *out)
         out->exit_code = x->exit_code;
         g_strlcpy(out->reason, (const char *)x->reason, sizeof(out->reason));
         g_strlcpy(out->msg, (const char *)x->msg, sizeof(out->msg));
+        out->dump = x->dump[0] ? g_strndup((const char *)x->dump, sizeof(x->dump)) : NULL;
     }
     return true;
 }

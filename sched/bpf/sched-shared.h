@@ -58,10 +58,14 @@ struct sa_sched_running {
 /* Why the scheduler stopped: copied from the kernel's scx_exit_info in ops.exit. */
 #define SA_SCHED_REASON_LEN 128
 #define SA_SCHED_MSG_LEN 256
+/* The start of the kernel's dump of its state at an error exit (each CPU's runqueue, each
+ * runnable ext task: where it is queued, since when): what a stall is diagnosed from. */
+#define SA_SCHED_DUMP_LEN 16384
 struct sa_sched_exit {
     __s32 kind; /* enum scx_exit_kind, 0 while running */
     __s32 exit_cpu;
     __s64 exit_code;
     char reason[SA_SCHED_REASON_LEN];
     char msg[SA_SCHED_MSG_LEN];
+    char dump[SA_SCHED_DUMP_LEN];
 };

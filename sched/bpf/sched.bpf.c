@@ -60,6 +60,7 @@ struct scx_exit_info {
     s64 exit_code;
     const char *reason;
     char *msg;
+    char *dump;
 } __attribute__((preserve_access_index));
 
 struct scx_init_task_args;
@@ -787,6 +788,8 @@ void BPF_PROG(sa_exit, struct scx_exit_info *ei)
     exit_info.exit_code = ei->exit_code;
     bpf_probe_read_kernel_str(exit_info.reason, sizeof(exit_info.reason), ei->reason);
     bpf_probe_read_kernel_str(exit_info.msg, sizeof(exit_info.msg), ei->msg);
+    if (bpf_core_field_exists(ei->dump) && ei->dump)
+        bpf_probe_read_kernel_str(exit_info.dump, sizeof(exit_info.dump), ei->dump);
     /* Last: userspace reads the strings once it sees a kind. */
     exit_info.kind = ei->kind ? ei->kind : 1;
 }
@@ -807,6 +810,11 @@ struct sched_ext_ops softaff_ops = {
     /* ENQ_LAST: a thread at the end of its slice with nothing else to run is enqueued, not
      * kept running by the kernel wherever it is (a thread away from home would stay there). */
     .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
-    .timeout_ms = 5000,
+    /* The kernel's longest. In partial mode the fair class holds a CPU for as long as it has a
+     * runnable task, and a thread preempted while it could not migrate is put on that CPU's own
+     * queue by the kernel, without ops.enqueue, where nothing here can move it (the kernel's
+     * dump of the stall in the 2-node host: "CPU 1/TCG" on CPU 0's local queue behind a fair
+     * taskset, 6.2 s, and 580 such enqueues in 10 s). 5000 ejected the scheduler for that. */
+    .timeout_ms = 30000,
     .name = "softaff",
 };

@@ -138,6 +138,7 @@ static bool f_ejected(gpointer s, SaSchedExit *out)
     if (!fs.exit.kind)
         return false;
     *out = fs.exit;
+    out->dump = g_strdup(fs.exit.dump); /* the caller frees it, as sa_sched_ejected's */
     return true;
 }
 
@@ -448,6 +449,8 @@ static void test_ejection(Fx *fx, gconstpointer data)
     fs.exit.what = "stall";
     g_strlcpy(fs.exit.reason, "runnable task stall", sizeof(fs.exit.reason));
     g_strlcpy(fs.exit.msg, "a[1101] failed to run for 5.6s", sizeof(fs.exit.msg));
+    fs.exit.dump =
+        (char *)"CPU 1   : nr_run=2 flags=0x1 cpu_rel=0 ops_qseq=12\n\n  R a[1101] -5600ms";
     bed_step(fx, 1);
     g_assert_cmpuint(fs.stops, ==, 1);
     g_assert_false(fs.running);
@@ -458,6 +461,11 @@ static void test_ejection(Fx *fx, gconstpointer data)
                   "runnable task stall: a[1101] failed to run for 5.6s; every vCPU thread runs "
                   "on the fair class with its own set; re-pinning from now on"),
         ==, 1);
+    /* The kernel's dump, one line each (the empty one left out). */
+    g_assert_cmpuint(log_count("actuation: the kernel's dump: CPU 1   : nr_run=2 flags=0x1 "
+                               "cpu_rel=0 ops_qseq=12"),
+                     ==, 1);
+    g_assert_cmpuint(log_count("actuation: the kernel's dump:   R a[1101] -5600ms"), ==, 1);
     /* Pinned at that very tick. */
     g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
     g_assert_cmpuint(rec_vm_pins(b->rec), ==, 1);
