@@ -48,6 +48,13 @@ class HeldJob:
         self.proc = subprocess.Popen(
             ["virsh", "-c", T.URI, "qemu-monitor-command", g.name, '{"execute":"query-status"}'],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # virsh needs a moment to connect and take the job; until then a command to the VM still
+        # gets through (a CI run of 2026-12-06 restored C at SIGTERM 0.2 s after this started,
+        # and failed on "the unanswered restore of C is not logged").
+        time.sleep(1.0)
+        if self.proc.poll() is not None:
+            raise AssertionError("virsh qemu-monitor-command ended at once: %s" % (
+                self.proc.stdout.read().decode(errors="replace")))
 
     def wait(self):
         try:
