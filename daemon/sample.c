@@ -36,6 +36,7 @@ struct SaIdleCheck {
      * small bias that every span passes is judged over them all. */
     double *ring_proc_ns, *ring_sense_ns;
     guint64 *ring_known_ns;
+    guint64 ring_span_ns[SA_IDLE_CHECK_LONG_SPANS]; /* each span's length */
     guint ring_next, ring_len;
     double verdict_s; /* the length judged by the last failed verdict */
 };
@@ -118,6 +119,7 @@ static bool ring_verdict(SaIdleCheck *c, guint *cpu, double *proc_frac, double *
     memcpy(c->ring_proc_ns + k * n, c->proc_ns, sizeof(double) * n);
     memcpy(c->ring_sense_ns + k * n, c->sense_ns, sizeof(double) * n);
     memcpy(c->ring_known_ns + k * n, c->known_ns, sizeof(guint64) * n);
+    c->ring_span_ns[k] = c->span_ns;
     c->ring_next = (k + 1) % SA_IDLE_CHECK_LONG_SPANS;
     c->ring_len = MIN(c->ring_len + 1, SA_IDLE_CHECK_LONG_SPANS);
     if (c->ring_len < SA_IDLE_CHECK_LONG_SPANS)
@@ -126,13 +128,14 @@ static bool ring_verdict(SaIdleCheck *c, guint *cpu, double *proc_frac, double *
     g_autofree double *sense = g_new0(double, n);
     g_autofree guint64 *known = g_new0(guint64, n);
     guint64 span = 0;
-    for (guint j = 0; j < SA_IDLE_CHECK_LONG_SPANS; j++)
+    for (guint j = 0; j < SA_IDLE_CHECK_LONG_SPANS; j++) {
+        span += c->ring_span_ns[j];
         for (guint i = 0; i < n; i++) {
             proc[i] += c->ring_proc_ns[j * n + i];
             sense[i] += c->ring_sense_ns[j * n + i];
             known[i] += c->ring_known_ns[j * n + i];
-            span = MAX(span, known[i]);
         }
+    }
     if (verdict(n, proc, sense, known, span, SA_IDLE_CHECK_LONG_TOLERANCE, cpu, proc_frac,
                 sense_frac))
         return true;
