@@ -5,7 +5,8 @@ A (2 spinning vCPUs, home node 1) with B (home node 0) paused. Per host, side by
   free   A's vCPU run time with no affinity and no softaffd (20 s);
   then for [sensing] mode=auto (BPF where it loads) and mode=proc, softaffd with A strict
   (10 s: partition 0 idle, status against /proc/stat) and A soft (30 s: A's vCPU run time,
-  its ratio to free, forced retreats, partition 0 as status shows it against /proc/stat).
+  its ratio to free, forced retreats, partition 0 as status shows it against /proc/stat, the
+  event ticks in those 30 s and softaffd's CPU over them, % of one CPU).
 Prints a table (Markdown) and writes results.json to --out. Root; ~4 min per kernel.
   SOFTAFF_BUILD_DIR=build bench/run-sensing.py [--kernels bookworm,unstable] [--out DIR]"""
 
@@ -21,6 +22,18 @@ import mnhost  # noqa: E402
 import mnsensing as S  # noqa: E402
 
 
+def softaffd_cpu_s(r):
+    """(uptime, softaffd's user + system CPU seconds) in the host, read from CPU 1 in one
+    command just outside the measured window."""
+    up, ticks = r.sh("taskset -c 1 sh -c 'read -r u _ </proc/uptime; echo $u; "
+                     "cut -d\\  -f14,15 /proc/$(pgrep -x softaffd)/stat'").split("\n")[:2]
+    return float(up), sum(int(x) for x in ticks.split()) / os.sysconf("SC_CLK_TCK")
+
+
+def event_ticks(rec):
+    return rec.status["daemon"]["sensing"].get("event_ticks", 0) if rec.status else 0
+
+
 def one_mode(r, mode):
     r.mode = mode
     r.set_a("strict")
@@ -29,11 +42,15 @@ def one_mode(r, mode):
     idle = S.partition_summary(r.measure(10), 0)
     r.set_a("soft")
     time.sleep(2)
+    cpu0 = softaffd_cpu_s(r)
     recs = r.measure(30)
+    cpu1 = softaffd_cpu_s(r)
     out = {"mode": mode, "idle_p0": idle, "burst_p0": S.partition_summary(recs, 0),
            "a_run": r.a_run(recs), "retreats": S.vm_counter(recs, "A", "retreats"),
            "bursts": S.vm_counter(recs, "A", "bursts"),
-           "sensing": r.status()["daemon"]["sensing"]}
+           "sensing": r.status()["daemon"]["sensing"],
+           "event_ticks": event_ticks(recs[-1]) - event_ticks(recs[0]),
+           "softaffd_cpu": (cpu1[1] - cpu0[1]) / (cpu1[0] - cpu0[0])}
     out["log"] = r.h.run("grep -E 'burst|retreat|sensing' /var/log/softaffd.log | tail -n 12",
                          timeout=30).out
     r.stop_softaffd()
@@ -55,18 +72,19 @@ def one_kernel(build, kernel):
 def table(results):
     rows = ["| kernel | sensing | utilization from | A run free | A run softaff | ratio | forced "
             "retreats / 30 s | p0 idle: status / /proc | p0 bursting: status / /proc | "
-            "p0 bursting: owners + unmanaged |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "p0 bursting: owners + unmanaged | event ticks / 30 s | softaffd CPU |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for k in results:
         for m in k["modes"]:
             i, b = m["idle_p0"], m["burst_p0"]
             rows.append("| %s | %s | %s | %.2f | %.2f | %.2f | %s | %.0f%% / %.0f%% | %.0f%% / "
-                        "%.0f%% | %.2f |" % (
+                        "%.0f%% | %.2f | %d | %.1f%% |" % (
                             k["uname"], m["sensing"]["mode"], m["sensing"].get("utilization", "-"),
                             k["free_run"], m["a_run"], m["a_run"] / k["free_run"], m["retreats"],
                             100 * i["utilization"], 100 * i["proc_stat_busy"],
                             100 * b["utilization"], 100 * b["proc_stat_busy"],
-                            b["owners"] + b["unmanaged"]))
+                            b["owners"] + b["unmanaged"], m["event_ticks"],
+                            100 * m["softaffd_cpu"]))
     return "\n".join(rows)
 
 

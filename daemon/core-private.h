@@ -287,6 +287,9 @@ const char *sa_core_utilization_source(const SaCore *core);
 /* After a tick: watch the CPUs of every partition some managed VM of another home is allowed
  * onto, ignoring those visitors' vCPU threads. */
 void sa_core_sense_update(SaCore *core);
+/* What that update gives the sensor: the CPUs to watch into watch, the threads it ignores
+ * (SaSenseIgnore) appended to ignore. */
+void sa_core_sense_plan(const SaCore *core, SaCpuSet *watch, GArray *ignore);
 
 /* ---- scheduler.c: actuation by the sched_ext scheduler ---- */
 void sa_vm_sched_init(SaVmSched *s);

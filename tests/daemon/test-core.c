@@ -118,6 +118,23 @@ static void test_burst_and_retreat(Fx *fx, gconstpointer data)
     g_assert_cmpuint(core_vm(fx, a)->stats.retreats, >=, 1);
 }
 
+/* The sensor's watch while A bursts onto every partition it may (B's, idle): B's CPUs, where A
+ * visits; not A's home, where only A's own vCPUs would wait (no further burst to sense: in a
+ * 2-node test host those waits were most of ~8 event ticks a second). */
+static void test_sense_watch_in_burst(Fx *fx, gconstpointer data)
+{
+    BedVm *a = add_vm(fx, "a", 4, 0, 1.0);
+    add_vm(fx, "b", 2, 1, 0.0);
+    g_assert_cmpuint(bed_step_until_pinned(fx, a, "0-3", 6), <=, 6);
+    g_autoptr(SaCpuSet) watch = sa_cpuset_new();
+    g_autoptr(GArray) ignore = g_array_new(FALSE, FALSE, sizeof(SaSenseIgnore));
+    sa_core_sense_plan(fx->core, watch, ignore);
+    g_autofree char *text = sa_cpuset_format(watch);
+    g_assert_cmpstr(text, ==, "2-3");
+    /* A's vCPUs are ignored there (visitors), softaffd's own threads everywhere. */
+    g_assert_cmpuint(ignore->len, >=, 1 + 4);
+}
+
 /* The index of the first line of log starting with prefix at or after from, else -1. */
 static int find_line(GPtrArray *log, const char *prefix, guint from)
 {
@@ -1353,6 +1370,7 @@ int main(int argc, char **argv)
 #define ADD(path, fn) g_test_add(path, Fx, NULL, fx_setup, fn, fx_teardown)
     ADD("/core/placement", test_placement);
     ADD("/core/burst-retreat", test_burst_and_retreat);
+    ADD("/core/sense-watch-in-burst", test_sense_watch_in_burst);
     ADD("/core/restore-on-shutdown", test_restore_on_shutdown);
     ADD("/core/restore-narrowed-by-earlier", test_restore_narrowed_by_earlier);
     ADD("/core/reload-keeps-counters", test_reload_keeps_counters);
