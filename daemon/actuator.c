@@ -487,6 +487,21 @@ void sa_actuator_pin(SaCore *core, SaVm *vm)
     lane_push(core, vm->lane, job);
 }
 
+void sa_actuator_pin_others(SaCore *core, SaVm *vm)
+{
+    const SaVmPolicyState *st = &vm->pvm.st;
+    if (core->stopping || !st->vcpus || !vm->lane->handle)
+        return;
+    Job *job = job_new(vm->lane, JOB_PIN, vm->lane->ops, vm->lane->handle);
+    job->seq = vm->act.decided;
+    /* The vCPUs' policy NULL: each vCPU thread gets exactly its own set (the scheduler places
+     * it within that); the emulator and I/O threads go home, within their own sets. */
+    job_set_threads(job, vm, NULL, st->emulator ? st->emulator : st->vcpus);
+    vm->act.outstanding = job->seq;
+    vm->act.touched = true;
+    lane_push(core, vm->lane, job);
+}
+
 static void queue_restore(SaCore *core, SaVm *vm, bool for_shutdown)
 {
     lane_drop(core, vm->lane, JOB_PIN);

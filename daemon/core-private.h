@@ -90,6 +90,11 @@ typedef struct {
     /* Its threads' counters (since each was added), from the last read of the scheduler. */
     guint64 run_ns_home, run_ns_away, wait_ns, visits, preempts, preempted;
     bool away; /* some vCPU ran away from home since the read before */
+    /* Lifetime sums for the metrics, never reset while softaffd runs: what each read added
+     * over the one before, per thread (seen: tid -> its SaSchedCounters at the last read). */
+    GHashTable *seen;
+    guint64 total_run_ns[SA_SCHED_PARTS]; /* by partition index */
+    guint64 total_wait_ns, total_visits, total_preempts, total_preempted;
 } SaVmSched;
 
 /* What the VM was told and what is on its way (actuator.c, tick.c). */
@@ -339,6 +344,9 @@ void sa_actuator_init(SaCore *core);
 void sa_actuator_clear(SaCore *core);
 /* Queues commands; each returns at once. */
 void sa_actuator_pin(SaCore *core, SaVm *vm);
+/* With the sched_ext scheduler: the emulator and I/O threads narrowed to home as
+ * sa_actuator_pin does, every vCPU thread given exactly its own set. */
+void sa_actuator_pin_others(SaCore *core, SaVm *vm);
 void sa_actuator_restore(SaCore *core, SaVm *vm);
 void sa_actuator_write_assigned(SaCore *core, SaVm *vm, int home);
 void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle, const char *key,

@@ -473,6 +473,75 @@ static void format_vms(GString *out, const GPtrArray *vms)
         format_vm_metric(out, vms, m);
 }
 
+/* The scheduler's counters of the VMs it ran (sched_ext mode), lifetime sums kept by
+ * scheduler.c; a VM shows once the scheduler had its threads. */
+typedef enum {
+    SCHED_WAIT,
+    SCHED_VISITS,
+    SCHED_PREEMPTS,
+    SCHED_PREEMPTED,
+} SchedMetric;
+
+static const struct {
+    const char *name;
+    const char *help;
+} sched_metrics[] = {
+    [SCHED_WAIT] = {"softaff_vm_sched_ext_wait_seconds_total",
+                    "Time the VM's vCPUs were runnable in the sched_ext scheduler but waited for a "
+                    "CPU."},
+    [SCHED_VISITS] = {"softaff_vm_sched_ext_visits_total",
+                      "Arrivals of the VM's vCPUs on a partition other than their home, in the "
+                      "sched_ext scheduler."},
+    [SCHED_PREEMPTS] = {"softaff_vm_sched_ext_preempts_total",
+                        "Visitors the VM's vCPUs kicked off CPUs of their home partition, in the "
+                        "sched_ext scheduler."},
+    [SCHED_PREEMPTED] = {"softaff_vm_sched_ext_preempted_total",
+                         "Times the VM's vCPUs were kicked off a visited partition by its owners, "
+                         "in the sched_ext scheduler."},
+};
+
+static void format_sched_vms(GString *out, const SaCore *d, const GPtrArray *vms)
+{
+    const char *run = "softaff_vm_sched_ext_run_seconds_total";
+    guint n_parts = d->topo ? MIN(d->topo->partitions->len, SA_SCHED_PARTS) : 0; /* none yet */
+    bool header = false;
+
+    for (guint i = 0; i < vms->len; i++) {
+        const SaVm *vm = g_ptr_array_index(vms, i);
+        if (!vm->sched.id)
+            continue;
+        if (!header) {
+            family(out, run, COUNTER,
+                   "Time the VM's vCPUs ran in the sched_ext scheduler, per partition.");
+            header = true;
+        }
+        for (guint p = 0; p < n_parts; p++) {
+            const SaPartition *part = g_ptr_array_index(d->topo->partitions, p);
+            g_autofree char *id = g_strdup_printf("%u", part->id);
+            const Label l[] = {{"domain", vm->name}, {"uuid", vm->key}, {"partition", id}};
+            sample_double(out, run, l, G_N_ELEMENTS(l), (double)vm->sched.total_run_ns[p] / 1e9);
+        }
+    }
+    for (SchedMetric m = SCHED_WAIT; header && m <= SCHED_PREEMPTED; m++) {
+        family(out, sched_metrics[m].name, COUNTER, sched_metrics[m].help);
+        for (guint i = 0; i < vms->len; i++) {
+            const SaVm *vm = g_ptr_array_index(vms, i);
+            const SaVmSched *s = &vm->sched;
+            const Label l[] = {{"domain", vm->name}, {"uuid", vm->key}};
+            if (!s->id)
+                continue;
+            if (m == SCHED_WAIT)
+                sample_double(out, sched_metrics[m].name, l, G_N_ELEMENTS(l),
+                              (double)s->total_wait_ns / 1e9);
+            else
+                sample_uint(out, sched_metrics[m].name, l, G_N_ELEMENTS(l),
+                            m == SCHED_VISITS     ? s->total_visits
+                            : m == SCHED_PREEMPTS ? s->total_preempts
+                                                  : s->total_preempted);
+        }
+    }
+}
+
 char *sa_metrics_format(const SaCore *d)
 {
     g_return_val_if_fail(d != NULL, NULL);
@@ -484,6 +553,7 @@ char *sa_metrics_format(const SaCore *d)
     format_vms(out, vms);
     for (MemMetric k = MEM_RATIO; k <= MEM_PENDING; k++)
         format_memory_metric(out, d, vms, k);
+    format_sched_vms(out, d, vms);
     return g_string_free(out, FALSE);
 }
 

@@ -38,6 +38,12 @@
  *   softaff_vm_memory_resident_bytes{domain,uuid}        gauge (the same VMs)
  *   softaff_vm_memory_move_bytes_total{domain,uuid}      counter, moved to the home node
  *   softaff_vm_memory_move_pending_bytes{domain,uuid}    gauge, left to move (0: no move)
+ *   softaff_vm_sched_ext_run_seconds_total{domain,uuid,partition} counter, run time in the
+ *                                                        sched_ext scheduler (VMs it had)
+ *   softaff_vm_sched_ext_wait_seconds_total{domain,uuid} counter (the same VMs)
+ *   softaff_vm_sched_ext_visits_total{domain,uuid}       counter, arrivals away from home
+ *   softaff_vm_sched_ext_preempts_total{domain,uuid}     counter, visitors kicked off home
+ *   softaff_vm_sched_ext_preempted_total{domain,uuid}    counter, kicked off as a visitor
  * The counters never go back while softaffd runs (a reload keeps them). */
 #pragma once
 

@@ -2,11 +2,12 @@
  *
  * In sched_ext mode the scheduler part (sched/sa-sched.h) places the vCPUs at every wakeup;
  * softaffd still chooses homes (the policy runs every managed VM as if strict: it never widens a
- * set, since nothing is pinned), rebalances, moves memory and reports. Each tick it feeds the
+ * set, since no vCPU thread is pinned; the emulator and I/O threads are narrowed home as when
+ * re-pinning, by tick.c), rebalances, moves memory and reports. Each tick it feeds the
  * scheduler the managed VMs' vCPU threads with their home partition, softness and strictness
  * (only changes cost a call), reads every thread's counters in one batch, and checks whether
  * the kernel ejected the scheduler: then it logs the kernel's reason and re-pins from that tick
- * on, without a restart. Nothing here pins. */
+ * on, without a restart. Nothing here pins vCPU threads. */
 #define G_LOG_DOMAIN "softaffd"
 
 #include <string.h>
@@ -127,6 +128,7 @@ void sa_vm_sched_init(SaVmSched *s)
     s->tids = g_hash_table_new(g_direct_hash, g_direct_equal);
     s->refused = g_hash_table_new(g_direct_hash, g_direct_equal);
     s->released = g_hash_table_new(g_direct_hash, g_direct_equal);
+    s->seen = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
     s->home = -1;
 }
 
@@ -135,6 +137,7 @@ void sa_vm_sched_clear(SaVmSched *s)
     g_clear_pointer(&s->tids, g_hash_table_unref);
     g_clear_pointer(&s->refused, g_hash_table_unref);
     g_clear_pointer(&s->released, g_hash_table_unref);
+    g_clear_pointer(&s->seen, g_hash_table_unref);
 }
 
 /* Starts the VM's record over (the scheduler went, or the VM left it); the id stays. */
@@ -142,6 +145,7 @@ static void vm_sched_reset(SaVmSched *s)
 {
     g_hash_table_remove_all(s->tids);
     g_hash_table_remove_all(s->refused);
+    g_hash_table_remove_all(s->seen); /* the lifetime sums stay */
     s->home = -1;
     s->checked_own = false;
     s->run_ns_home = s->run_ns_away = s->wait_ns = 0;
@@ -449,8 +453,8 @@ bool sa_core_start_actuation(SaCore *core, GError **error)
         return false;
     }
     if (core->sched) {
-        g_info("actuation: the sched_ext scheduler places the managed VMs' vCPU threads; "
-               "nothing is pinned: %s",
+        g_info("actuation: the sched_ext scheduler places the managed VMs' vCPU threads, each "
+               "within its own set; emulator and I/O threads at home: %s",
                core->actuation_reason);
         restore_all(core);
     } else {
@@ -543,6 +547,37 @@ static void ejected(SaCore *core, const SaSchedExit *x)
     repin_all(core);
 }
 
+/* What a counter of the scheduler grew by since the last read: all of it when it went back
+ * (the thread was added again, its counters start over). */
+static guint64 grown(guint64 now, guint64 before)
+{
+    return now >= before ? now - before : now;
+}
+
+/* Adds what a thread's counters grew by since the last read to the VM's lifetime sums. */
+static void add_growth(SaVmSched *s, const SaSchedCounters *c)
+{
+    static const SaSchedCounters zero;
+    SaSchedCounters *before = g_hash_table_lookup(s->seen, GINT_TO_POINTER(c->tid));
+    const SaSchedCounters *b = before ? before : &zero;
+
+    for (guint p = 0; p < SA_SCHED_PARTS; p++)
+        s->total_run_ns[p] += grown(c->run_ns[p], b->run_ns[p]);
+    s->total_wait_ns += grown(c->wait_ns, b->wait_ns);
+    s->total_visits += grown(c->visits, b->visits);
+    s->total_preempts += grown(c->preempts, b->preempts);
+    s->total_preempted += grown(c->preempted, b->preempted);
+    if (!before)
+        g_hash_table_insert(s->seen, GINT_TO_POINTER(c->tid), g_memdup2(c, sizeof(*c)));
+    else
+        *before = *c;
+}
+
+static gboolean not_in_scheduler(gpointer key, gpointer value, gpointer tids)
+{
+    return !g_hash_table_contains(tids, key);
+}
+
 /* One batch read: each VM's counters from its threads'. */
 static void read_counters(SaCore *core)
 {
@@ -587,6 +622,13 @@ static void read_counters(SaCore *core)
         s->visits += c->visits;
         s->preempts += c->preempts;
         s->preempted += c->preempted;
+        add_growth(s, c);
+    }
+    /* Threads that left the scheduler start from nothing if they come back. */
+    for (guint i = 0; i < vms->len; i++) {
+        SaVmSched *s = &((SaVm *)g_ptr_array_index(vms, i))->sched;
+
+        g_hash_table_foreach_remove(s->seen, not_in_scheduler, s->tids);
     }
 }
 

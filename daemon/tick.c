@@ -32,8 +32,8 @@ static void record_decision(SaVm *vm, const char *vcpus)
 }
 
 /* The policy's inputs for one managed VM. While the scheduler places the vCPUs the policy sees
- * every VM as strict: it keeps choosing homes, and widens no set (nothing is pinned; the
- * scheduler bursts by the VM's own softness). */
+ * every VM as strict: it keeps choosing homes, and widens no set (no vCPU thread is pinned;
+ * the scheduler bursts by the VM's own softness). */
 static void policy_input(const SaCore *core, SaVm *vm, bool have_interval)
 {
     SaPolicyVm *p = &vm->pvm;
@@ -123,8 +123,9 @@ static void act_on_decision(SaCore *core, SaVm *vm)
     if (vm->pvm.changed) {
         g_autofree char *vcpus = sa_cpuset_format(st->vcpus);
         if (sched)
-            g_info("%s: %s -> home %d (the scheduler places the vCPUs; nothing pinned)", vm->name,
-                   vm->pvm.reason, st->home);
+            g_info("%s: %s -> home %d (the scheduler places the vCPUs; emulator and I/O threads "
+                   "at home)",
+                   vm->name, vm->pvm.reason, st->home);
         else
             g_info("%s: %s%s -> vCPUs %s (home %d, %s)", vm->name,
                    core->dry_run ? "[dry-run] " : "", vm->pvm.reason, vcpus, st->home,
@@ -136,17 +137,21 @@ static void act_on_decision(SaCore *core, SaVm *vm)
         a->applied = a->decided;
         return;
     }
-    if (sched) {
-        a->applied = a->decided;
+    if (sched)
         sa_core_sched_apply(core, vm);
-    } else {
+    else
         sa_core_sched_release(core, vm);
-    }
     if (sa_vm_is_stalled(vm))
         return;
-    if (!sched && a->applied < a->decided && a->outstanding < a->decided &&
-        g_get_monotonic_time() >= a->retry_at_us)
-        sa_actuator_pin(core, vm);
+    /* With the scheduler, only the emulator and I/O threads are narrowed (home); the vCPU
+     * threads keep their own sets. */
+    if (a->applied < a->decided && a->outstanding < a->decided &&
+        g_get_monotonic_time() >= a->retry_at_us) {
+        if (sched)
+            sa_actuator_pin_others(core, vm);
+        else
+            sa_actuator_pin(core, vm);
+    }
     /* The home chosen for preferred="auto" is kept in the live settings. */
     if (vm->pvm.preferred < 0 && st->home >= 0 && st->home != a->written_assigned &&
         !a->assigned_pending)

@@ -83,6 +83,14 @@ static SaCore *test_daemon_new(void)
     web->stats.run_ns_total = G_GUINT64_CONSTANT(12500000000);
     web->stats.run_ns_home = G_GUINT64_CONSTANT(10000000000);
     web->stats.delay_ns_total = 250000000;
+    /* The sched_ext scheduler's lifetime sums (scheduler.c), by partition index. */
+    web->sched.id = 1;
+    web->sched.total_run_ns[1] = G_GUINT64_CONSTANT(7500000000);
+    web->sched.total_run_ns[2] = 1250000000;
+    web->sched.total_wait_ns = 500000000;
+    web->sched.total_visits = 6;
+    web->sched.total_preempts = 2;
+    web->sched.total_preempted = 1;
 
     SaMetadata off, strict;
     sa_metadata_init(&off);
@@ -465,7 +473,20 @@ static void test_format(void)
     g_assert_cmpfloat(sample(e, "softaff_vm_vcpu_run_seconds_total" WEB "}"), ==, 12.5);
     g_assert_cmpfloat(sample(e, "softaff_vm_vcpu_run_home_seconds_total" WEB "}"), ==, 10);
     g_assert_cmpfloat(sample(e, "softaff_vm_vcpu_run_delay_seconds_total" WEB "}"), ==, 0.25);
+    /* The scheduler's counters, run time per partition (every partition of the layout). */
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_run_seconds_total" WEB ",partition=\"0\"}"),
+                      ==, 0);
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_run_seconds_total" WEB ",partition=\"1\"}"),
+                      ==, 7.5);
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_run_seconds_total" WEB ",partition=\"2\"}"),
+                      ==, 1.25);
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_wait_seconds_total" WEB "}"), ==, 0.5);
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_visits_total" WEB "}"), ==, 6);
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_preempts_total" WEB "}"), ==, 2);
+    g_assert_cmpfloat(sample(e, "softaff_vm_sched_ext_preempted_total" WEB "}"), ==, 1);
 #undef WEB
+    /* Only VMs the scheduler had. */
+    g_assert_null(strstr(text, "softaff_vm_sched_ext_visits_total{domain=\"fresh\""));
 
     /* The label value round-trips through the escaping, and is escaped exactly so. */
     g_assert_cmpfloat(sample(e, "softaff_vm_info{domain=\"" NASTY_NAME "\",uuid=\"99999999-"

@@ -6,7 +6,8 @@
  * Checked: auto takes re-pinning with the kernel's reason, said once, in the status and the
  * metrics; sched_ext refuses with the cause; pin never loads the scheduler; a scheduler that
  * starts gets the partitions and the managed VMs' vCPU threads (soft, strict, softness 0) with
- * home, softness and strictness, the unmanaged VM's none, and nothing is pinned; an ejection is
+ * home, softness and strictness, the unmanaged VM's none, and no vCPU thread is pinned (the
+ * emulator is, home); an ejection is
  * logged with the kernel's reason and every managed VM is pinned at that tick; shutdown stops
  * the scheduler; a VM that stops being managed or goes leaves it; a reload between the modes;
  * a thread left in SCHED_EXT is released once while re-pinning. */
@@ -347,9 +348,54 @@ static void test_pin(Fx *fx, gconstpointer data)
     g_assert_cmpuint(fs.adds, ==, 0);
 }
 
+/* The value of the metric name's sample for the VM domain whose labels end with last (e.g.
+ * "partition=\"0\"}"); NULL when there is none. */
+static char *metric_value(const char *metrics, const char *name, const char *domain,
+                          const char *last)
+{
+    g_auto(GStrv) lines = g_strsplit(metrics, "\n", -1);
+    g_autofree char *start = g_strdup_printf("%s{domain=\"%s\",", name, domain);
+
+    for (char **l = lines; *l; l++) {
+        const char *space = strrchr(*l, ' ');
+        if (!g_str_has_prefix(*l, start) || !space)
+            continue;
+        g_autofree char *labels = g_strndup(*l, (gsize)(space - *l));
+        if (g_str_has_suffix(labels, last))
+            return g_strdup(space + 1);
+    }
+    return NULL;
+}
+
+static void assert_metric(const char *metrics, const char *name, const char *domain,
+                          const char *last, const char *want)
+{
+    g_autofree char *got = metric_value(metrics, name, domain, last);
+    if (g_strcmp0(got, want) != 0)
+        g_error("%s of %s (%s): %s, not %s, in:\n%s", name, domain, last, got ? got : "none", want,
+                metrics);
+}
+
+/* The scheduler's counters of a soft VM of home 0 with four vCPUs in the fake (each read: 5 ms
+ * at home, 1 ms on partition 1, one visit, a thread): lifetime sums that do not grow while the
+ * counters stay, and do not go back when the threads leave the scheduler. */
+static void assert_sched_metrics_a(const char *metrics)
+{
+    assert_in(metrics, "# TYPE softaff_vm_sched_ext_run_seconds_total counter\n");
+    assert_metric(metrics, "softaff_vm_sched_ext_run_seconds_total", "a", "partition=\"0\"}",
+                  "0.02");
+    assert_metric(metrics, "softaff_vm_sched_ext_run_seconds_total", "a", "partition=\"1\"}",
+                  "0.004");
+    assert_metric(metrics, "softaff_vm_sched_ext_wait_seconds_total", "a", "\"}", "0");
+    assert_metric(metrics, "softaff_vm_sched_ext_visits_total", "a", "\"}", "4");
+    assert_metric(metrics, "softaff_vm_sched_ext_preempts_total", "a", "\"}", "0");
+    assert_metric(metrics, "softaff_vm_sched_ext_preempted_total", "a", "\"}", "0");
+}
+
 /* The scheduler places the managed VMs' vCPU threads, each with its home, softness and
- * strictness; the unmanaged VM stays out; nothing is pinned, even for a VM that wants more than
- * its home (the scheduler bursts it); homes of auto VMs are still written. */
+ * strictness; the unmanaged VM stays out; no vCPU thread is narrowed, even for a VM that wants
+ * more than its home (the scheduler bursts it), while the emulator and I/O threads live at home
+ * as when re-pinning; homes of auto VMs are still written. */
 static void test_places(Fx *fx, gconstpointer data)
 {
     BedVm *a, *b, *c, *d;
@@ -358,7 +404,8 @@ static void test_places(Fx *fx, gconstpointer data)
     g_assert_cmpuint(fs.starts, ==, 1);
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "sched_ext");
     assert_in(log_captured(), "actuation: the sched_ext scheduler places the managed VMs' vCPU "
-                              "threads; nothing is pinned: the sched_ext scheduler is loaded "
+                              "threads, each within its own set; emulator and I/O threads at "
+                              "home: the sched_ext scheduler is loaded "
                               "([actuation] mode=auto)");
     /* The partitions: CPUs 0-1 partition 0, 2-3 partition 1, the fake sysfs' distances. */
     g_assert_cmpuint(fs.n_cpus, ==, 4);
@@ -398,11 +445,16 @@ static void test_places(Fx *fx, gconstpointer data)
     g_assert_cmpuint(fs.adds, ==, 7); /* once each: nothing changed since */
     g_assert_cmpuint(fx->core->sched_threads, ==, 7);
 
-    /* Nothing pinned, no restore; b's auto home written. */
+    /* One pin each for the managed VMs: every vCPU thread its own set (0-3), the emulator
+     * home; none for d (off); no restore; b's auto home written. */
     for (guint i = 0; i < fx->n_vms; i++) {
-        g_assert_cmpuint(rec_vm_pins(fx->vms[i].rec), ==, 0);
+        g_assert_cmpuint(rec_vm_pins(fx->vms[i].rec), ==, &fx->vms[i] == d ? 0 : 1);
         g_assert_cmpuint(rec_vm_restores(fx->vms[i].rec), ==, 0);
     }
+    g_autofree char *ta = rec_vm_last_threads(a->rec);
+    g_assert_cmpstr(ta, ==, "vcpus=0-3;0-3;0-3;0-3 emulator=0-1");
+    g_autofree char *tdc = rec_vm_last_threads(c->rec);
+    g_assert_cmpstr(tdc, ==, "vcpus=0-3 emulator=2-3");
     g_assert_cmpint(rec_vm_last_assigned(b->rec), >=, 0);
     g_assert_cmpuint(sa_core_lookup(fx->core, a->key)->stats.bursts, ==, 0);
     g_assert_cmpuint(log_count("a: 4 vCPU thread(s) in the scheduler: home partition 0, soft"), ==,
@@ -422,6 +474,10 @@ static void test_places(Fx *fx, gconstpointer data)
     assert_in(metrics, "\nsoftaff_actuation_sched_ext 1\n");
     assert_in(metrics, "\nsoftaff_sched_ext_threads 7\n");
     g_assert_cmpuint(fs.reads, >=, 7);
+    assert_sched_metrics_a(metrics);
+    /* Strict b never left home; d (off) was never in the scheduler. */
+    assert_metric(metrics, "softaff_vm_sched_ext_visits_total", "b", "\"}", "0");
+    g_assert_null(metric_value(metrics, "softaff_vm_sched_ext_visits_total", "d", "\"}"));
 
     /* A new softness goes to the scheduler at the next tick. */
     SaVm *va = sa_core_lookup(fx->core, a->key);
@@ -443,7 +499,9 @@ static void test_ejection(Fx *fx, gconstpointer data)
     b = add_vm(fx, "b", 1, 1, SA_MODE_SOFT, -1, 0.0);
     bed_step(fx, 4);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 5);
-    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1); /* its emulator home, its vCPUs their own */
+    g_autofree char *before = sa_metrics_format(fx->core);
+    assert_sched_metrics_a(before);
 
     fs.exit.kind = 1026;
     fs.exit.what = "stall";
@@ -466,9 +524,9 @@ static void test_ejection(Fx *fx, gconstpointer data)
                                "cpu_rel=0 ops_qseq=12"),
                      ==, 1);
     g_assert_cmpuint(log_count("actuation: the kernel's dump:   R a[1101] -5600ms"), ==, 1);
-    /* Pinned at that very tick. */
-    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
-    g_assert_cmpuint(rec_vm_pins(b->rec), ==, 1);
+    /* Pinned at that very tick, vCPUs too. */
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 2);
+    g_assert_cmpuint(rec_vm_pins(b->rec), ==, 2);
     g_autofree char *pa = rec_vm_last_vcpus(a->rec);
     g_assert_cmpstr(pa, ==, "0-1");
     g_autofree char *json = status(fx);
@@ -479,6 +537,7 @@ static void test_ejection(Fx *fx, gconstpointer data)
     g_autofree char *metrics = sa_metrics_format(fx->core);
     assert_in(metrics, "\nsoftaff_sched_ext_ejections_total 1\n");
     assert_in(metrics, "\nsoftaff_actuation_sched_ext 0\n");
+    assert_sched_metrics_a(metrics); /* kept: counters never go back */
 
     /* Re-pinning goes on: busy, the VM bursts onto the idle partition. */
     bed_vm_set_load(a, 1.0);
@@ -494,7 +553,7 @@ static void test_ejection(Fx *fx, gconstpointer data)
 }
 
 /* SIGTERM's path: the scheduler stops first (every thread back to the fair class with its own
- * set); nothing was pinned, so nothing is restored. */
+ * set), then the emulator, narrowed home, gets its own set back with the rest. */
 static void test_shutdown(Fx *fx, gconstpointer data)
 {
     BedVm *a;
@@ -508,8 +567,9 @@ static void test_shutdown(Fx *fx, gconstpointer data)
     g_assert_true(fx->stopped);
     g_assert_cmpuint(fs.stops, ==, 1);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 0);
-    g_assert_cmpuint(rec_vm_restores(a->rec), ==, 0);
-    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 0);
+    g_assert_cmpuint(rec_vm_restores(a->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    assert_in(log_captured(), "restored: every thread back to its own set (vCPUs: 0-3)");
     assert_in(log_captured(), "actuation: the scheduler stops: every vCPU thread back to the fair "
                               "class with its own set");
 }
@@ -562,7 +622,9 @@ static void test_reload(Fx *fx, gconstpointer data)
     g_assert_cmpuint(rec_vm_restores(a->rec), ==, 1);
     bed_step(fx, 3);
     g_assert_cmpuint(g_hash_table_size(fs.threads), ==, 2);
-    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 1);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 2); /* the emulator home again, vCPUs their own */
+    g_autofree char *t = rec_vm_last_threads(a->rec);
+    g_assert_cmpstr(t, ==, "vcpus=0-3;0-3 emulator=0-1");
 
     /* The same mode again: the scheduler stays, each thread gets its home again. */
     guint adds = fs.adds;
@@ -574,6 +636,8 @@ static void test_reload(Fx *fx, gconstpointer data)
     g_assert_cmpuint(fs.starts, ==, 1);
     g_assert_cmpuint(fs.adds, ==, adds + 2);
     g_assert_cmpuint(fx->core->sched_threads, ==, 2);
+    /* A reload decides afresh (as when re-pinning): the emulator is pinned home again. */
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 3);
 
     topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
     g_assert_no_error(error);
@@ -581,7 +645,7 @@ static void test_reload(Fx *fx, gconstpointer data)
     g_assert_cmpuint(fs.stops, ==, 1);
     g_assert_cmpstr(sa_core_actuation_mode(fx->core), ==, "pin");
     bed_step(fx, 3);
-    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 2);
+    g_assert_cmpuint(rec_vm_pins(a->rec), ==, 4);
 }
 
 /* While re-pinning, a vCPU thread left in SCHED_EXT (a softaffd killed in sched_ext mode) is

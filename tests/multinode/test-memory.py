@@ -15,6 +15,12 @@ all with softaff metadata, started paused with their RAM preallocated (a guest t
         onto CPU 1: the mover moves none of its memory meanwhile (pages the guest first touches
         there land on node 1, the kernel's doing); back home, the mover's next reading brings
         them home.
+SOFTAFF_MN_ACTUATION=sched_ext runs the same on Debian unstable's kernel (7.2.x, single-threaded
+TCG as test-sched-ext.py) with [actuation] mode=sched_ext (issue 24: memory still follows the
+home): status must say actuation sched_ext (checked at softaffd's start and at the end, no
+ejection), and D's burst is the scheduler's (its counters' run time away from home), not a pin.
+Unset (the multinode suite), the host runs Debian 12's kernel and the config has no [actuation]
+section, as before.
 Needs root, qemu-system-x86_64, mkfs.ext4 (SKIP 77 without, or FAIL when SOFTAFF_REQUIRE_VM=1).
 Writes the series it saw to $SOFTAFF_MN_OUT (default: the build dir's meson-logs) as JSON, for
 docs/benchmarks.md's plot (bench/plot-multinode.py)."""
@@ -44,6 +50,10 @@ manage=explicit
 migrate=auto
 rate_mib_s={rate}
 """
+# SOFTAFF_MN_ACTUATION: unset, or sched_ext (Debian unstable's kernel, see the docstring).
+ACTUATION = os.environ.get("SOFTAFF_MN_ACTUATION") or None
+if ACTUATION not in (None, "sched_ext"):
+    sys.exit("SOFTAFF_MN_ACTUATION=%s: only sched_ext (or unset)" % ACTUATION)
 # One process polls softaffd's status inside the host: one line "@@ <monotonic s>" then the
 # JSON, every second, until the file /tmp/poll.stop exists.
 POLLER = """rm -f /tmp/poll.stop
@@ -152,7 +162,8 @@ class Run:
 
     def start_softaffd(self):
         self.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n" +
-                CONF.format(interval=INTERVAL_MS, rate=RATE_MIB_S) + "EOF")
+                CONF.format(interval=INTERVAL_MS, rate=RATE_MIB_S) +
+                ("[actuation]\nmode=%s\n" % ACTUATION if ACTUATION else "") + "EOF")
         self.h.start_softaffd(self.build)
         self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\nnohup taskset -c 0 bash /tmp/poll.sh >/dev/null 2>&1 &" %
                 POLLER.format(ctl=self.ctl))
@@ -317,6 +328,7 @@ def check_burst(r, kernel):
                           r.vm(doc, "D")), 120)
     moved0 = d["memory"]["moved_bytes_total"]
     bursts0, burst_s0 = d["bursts"], d["seconds_burst"]
+    away0 = (d.get("scheduler") or {}).get("run_away_seconds", 0.0)
     r.event("spinner on CPU 0")
     r.sh("nohup taskset -c 0 bash -c 'while :; do :; done' >/dev/null 2>&1 & echo $! "
          ">/tmp/spin.pid")
@@ -326,14 +338,27 @@ def check_burst(r, kernel):
         # A and B live on node 0 too: D may have burst already, before the spinner (a CI run
         # of 2026-12-06: burst 0.6 s after its memory came home, and it stayed there 180 s
         # while this waited for a second burst), so being in burst counts as well.
-        r.wait_status("D bursts onto CPU 1",
-                      lambda doc: (lambda v: v["bursts"] > bursts0 or v["state"] == "burst")(
-                          r.vm(doc, "D")), 180)
+        # Under sched_ext the scheduler bursts, not a pin: its counters' run time away.
+        if ACTUATION == "sched_ext":
+            r.wait_status("D runs on CPU 1 (the scheduler's run time away from home)",
+                          lambda doc: r.vm(doc, "D")["scheduler"]["run_away_seconds"] >
+                          away0 + 0.5, 180)
+        else:
+            r.wait_status("D bursts onto CPU 1",
+                          lambda doc: (lambda v: v["bursts"] > bursts0 or v["state"] == "burst")(
+                              r.vm(doc, "D")), 180)
         r.event("D burst")
         time.sleep(15)
         doc = r.status()
         d = r.vm(doc, "D")
         r.series["D_bursts"] = [d["bursts"] - bursts0, d["seconds_burst"] - burst_s0]
+        if ACTUATION == "sched_ext":
+            away = d["scheduler"]["run_away_seconds"] - away0
+            r.series["D_away_seconds"] = away
+            mnhost.log("figure: D under sched_ext: %.2f s run away from home since the spinner "
+                       "started, %d pinned bursts; scheduler %s" % (
+                           away, d["bursts"] - bursts0, json.dumps(d["scheduler"])))
+            expect(d["bursts"] == bursts0, "D: no pinned burst under sched_ext")
         expect(d["home"] == 0 and d["memory"]["home_node"] == 0,
                "D: %d bursts (%.1f s in all), home still 0" % (d["bursts"] - bursts0,
                                                              d["seconds_burst"] - burst_s0))
@@ -351,7 +376,12 @@ def check_burst(r, kernel):
     # away (a burst moves no memory): softness 0 keeps it home for this part.
     r.event("spinner stopped")
     r.sh("%s set mn-D --softness 0 --live" % r.ctl)
-    r.wait_status("D back home", lambda doc: r.vm(doc, "D")["state"] == "home", 60)
+    if ACTUATION == "sched_ext":
+        r.wait_status("D back home (the scheduler has it at home, strict by softness 0)",
+                      lambda doc: (lambda s: s["softness"] == 0 and not s["away"])(
+                          r.vm(doc, "D")["scheduler"]), 60)
+    else:
+        r.wait_status("D back home", lambda doc: r.vm(doc, "D")["state"] == "home", 60)
     t0 = time.monotonic()
     while True:
         nb = r.node_bytes("D")
@@ -362,6 +392,21 @@ def check_burst(r, kernel):
         time.sleep(3)
     expect(True, "D home: %.0f%% of its memory on node 0 again %.0fs after (%s)" % (
         100.0 * nb.get(0, 0) / sum(nb.values()), time.monotonic() - t0, nb))
+
+
+def check_actuation(r):
+    """Under SOFTAFF_MN_ACTUATION=sched_ext: status says sched_ext, no ejection, and the
+    kernel's scheduler is softaff. Else nothing (the multinode suite's run as before)."""
+    if not ACTUATION:
+        return
+    a = r.wait_status("status says its actuation", lambda d: d["daemon"].get("actuation"), 60)
+    state = r.sh("cat /sys/kernel/sched_ext/state; cat /sys/kernel/sched_ext/root/ops "
+                 "2>/dev/null || echo -").split()
+    mnhost.log("figure: actuation %s; the kernel's sched_ext: %s" % (json.dumps(a), state))
+    expect(a["mode"] == ACTUATION and not a.get("ejections"),
+           "status: actuation %s, no ejection (%s)" % (ACTUATION, a))
+    expect(state == ["enabled", "softaff"], "the kernel's sched_ext scheduler is softaff: %s"
+           % state)
 
 
 def scenario(h, build):
@@ -382,6 +427,7 @@ def scenario(h, build):
         mnhost.log("%s's memory on node %d: %s" % (n, node, r.node_bytes(n)))
     r.start_softaffd()
     r.event("softaffd started")
+    check_actuation(r)
     got = r.wait_status("A and B at home, memory measured", homes(r), 180)
     expect(got["A"] != got["B"], "A and B got homes on different nodes (%s)" % got)
     for n in ("A", "B"):
@@ -396,6 +442,7 @@ def scenario(h, build):
     check_numatune(r)
     kernel = r.sh("ls /boot/vmlinuz-* | head -1").strip()
     check_burst(r, kernel)
+    check_actuation(r)
     r.sh("touch /tmp/poll.stop")
     return r
 
@@ -411,7 +458,12 @@ def write_series(r, build):
 def main():
     build = mnhost.preflight()
     t0 = time.monotonic()
-    with mnhost.Host(build_dir=build) as h:
+    kw = {}
+    if ACTUATION == "sched_ext":
+        # As test-sched-ext.py: single-threaded TCG (live code patching at each enable/disable).
+        kw = {"kernel": "unstable",
+              "tcg_single": os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"}
+    with mnhost.Host(build_dir=build, **kw) as h:
         try:
             r = scenario(h, build)
             write_series(r, build)

@@ -3,11 +3,14 @@
 (7.2.x, CONFIG_SCHED_CLASS_EXT=y), issue 24 phase 2. mnsensing.py's guests: A (2 spinning vCPUs,
 soft, home node 1), B (1 vCPU, home node 0, paused: an idle owner).
   1. sched_ext: the scheduler is the kernel's ("softaff", state enabled); A's and B's vCPU
-     threads, and no other task of the host, are SCHED_EXT; every thread keeps its own set (0-1:
-     nothing pinned); A runs away from home (onto idle node 0) by the scheduler's counters.
-  2. SIGTERM: every thread SCHED_OTHER with its own set, the scheduler gone (state disabled).
-  3. SIGKILL: the kernel unloads the scheduler (state disabled), the threads keep their own sets
-     (their policy still reads SCHED_EXT, the kernel runs them on the fair class); softaffd
+     threads, and no other task of the host, are SCHED_EXT; every vCPU thread keeps its own set
+     (0-1: no vCPU pinned), their QEMUs' other threads are narrowed to home; A runs away from
+     home (onto idle node 0) by the scheduler's counters.
+  2. SIGTERM: every thread SCHED_OTHER with its own set (the emulators' given back), the
+     scheduler gone (state disabled).
+  3. SIGKILL: the kernel unloads the scheduler (state disabled), the vCPU threads keep their own
+     sets (their policy still reads SCHED_EXT, the kernel runs them on the fair class), the
+     emulator and I/O threads stay at home as after a SIGKILL while re-pinning; softaffd
      started again with mode=pin sets them back to SCHED_OTHER and says so.
   4. The kernel ejects the scheduler (sysrq-S, the kernel's own "disable sched_ext"): softaffd
      logs it with the kernel's reason, status says pin and one ejection, and it goes on
@@ -171,7 +174,18 @@ def phase_sched_ext(r):
     expect(all(x["policy"] == 0 for x in t.others()),
            "their QEMUs' other threads stay SCHED_OTHER", str(t))
     expect(t.ext == vcpus, "no other task of the host is SCHED_EXT: %s" % sorted(t.ext))
-    expect(own_sets(t), "nothing is pinned: every thread keeps its own set (0-1)", str(t))
+    expect(all(x["affinity"] == {0, 1} for x in t.vcpus()),
+           "no vCPU thread is pinned: each keeps its own set (0-1)", str(t))
+    # Their QEMUs' other threads (emulator, I/O) live at home as when re-pinning: A's on node
+    # 1's CPU, B's on node 0's (softaffd pins them once the scheduler has the vCPUs).
+    home = {"A": {1}, "B": {0}}
+    narrowed = lambda t: all(x["affinity"] == home[x["vm"]] for x in t.others())  # noqa: E731
+    for _ in range(20):
+        if narrowed(t):
+            break
+        time.sleep(1)
+        t = r.threads()
+    expect(narrowed(t), "the emulator and I/O threads are narrowed to home (A: 1, B: 0)", str(t))
     # The scheduler's counters: A, home 1, runs on idle node 0 too.
     v0 = r.vm_status("A")["scheduler"]
     time.sleep(10)
@@ -211,7 +225,13 @@ def phase_sigkill(r):
                    timeout=30, step=0.5)
     mnhost.log("figure: SIGKILL -> state disabled seen after %.1f s\nthreads:\n%s" % (
         time.monotonic() - t0, t))
-    expect(own_sets(t), "SIGKILL: every thread has its own set", str(t))
+    expect(all(x["affinity"] == {0, 1} for x in t.vcpus()),
+           "SIGKILL: every vCPU thread has its own set (0-1)", str(t))
+    # The emulator and I/O threads keep the killed softaffd's pins, as after a SIGKILL while
+    # re-pinning; the next softaffd knows their own sets (phase 4 ends with them given back).
+    home = {"A": {1}, "B": {0}}
+    expect(all(x["affinity"] == home[x["vm"]] for x in t.others()),
+           "SIGKILL: the emulator and I/O threads stay at home", str(t))
     # The kernel runs them on the fair class; their policy still reads SCHED_EXT.
     left = [x["tid"] for x in t.vcpus() if x["policy"] == 7]
     mnhost.log("figure: vCPU threads still reading SCHED_EXT after SIGKILL: %s" % left)

@@ -1,0 +1,503 @@
+#!/usr/bin/env python3
+"""Benchmark for issue 24 (soft affinity in the scheduler), not a test: in the 2-node test host
+booting Debian unstable's kernel (7.2.x, sched_ext; nodes 0 and 1, one CPU each), side by side in
+one run, four configurations:
+  none               no softaffd, nothing pinned (every vCPU thread on 0-1);
+  hard               A's vCPU threads pinned to CPU 1, B's to CPU 0 (sched_setaffinity);
+  softaff-pin        softaffd, [actuation] mode=pin, [sensing] mode=auto (BPF events);
+  softaff-sched_ext  softaffd, [actuation] mode=sched_ext.
+In every configuration each QEMU's emulator thread lives at home (<emulatorpin> in the domain
+XML: A on CPU 1, B on CPU 0), so a QEMU main thread's CPU never reads as an owner's load.
+
+Guests (mnsensing.py's: the host's own kernel, no disk, idle=poll, so every vCPU spins in the
+guest's idle loop for good once booted): A (2 vCPUs, soft, home node 1) and B (1 vCPU, soft, home
+node 0). Both are booted first and measured only once all three vCPUs spin; then B is suspended
+(virsh suspend: a truly idle owner) except in the owner phase.
+The spiky load: A's guest spins all the time, so its demand is switched from the host by stopping
+and continuing its whole QEMU process (SIGSTOP / SIGCONT: a stopped process has no runnable
+thread, so A's vCPUs are exactly idle while OFF and exactly busy while ON). The driver is one bash
+loop of builtins (kill, read -t on a FIFO as the sleep), no process per edge, on CPU 1 (A's home).
+This needs nothing inside the guest (no load generator, no agent), and 20/180 ms is within a shell
+loop's timing; virsh suspend/resume would cost tens to hundreds of ms of CPU per edge under TCG.
+softaffd reads vCPU times from /proc and pins without QEMU's monitor, so a stopped QEMU does not
+hold it up.
+
+Phases per configuration:
+  (a) spiky: A ON/OFF at 300/2700, 100/900, 20/180 ms with B suspended: A's vCPU run time (CPU
+      seconds per second, from schedstat), ratio to none's;
+  (b)+(c) owner / both busy: B resumed (steady spinner, the owner of node 0) while A spins: B's
+      vCPU run time (its throughput) against hard's; B's run delay per timeslice, per sample
+      interval (schedstat wait-ns delta / timeslices delta), p50 / p99 over the intervals and the
+      window's mean; each VM's share of sampled vCPU positions on its home CPU (the thread's last
+      CPU, stat field 39), and for sched_ext the scheduler's own home/away run-time counters;
+  (d) affinity changes: each sample reads every vCPU thread's Cpus_allowed_list; a VM's change is
+      a sample in which one of its vCPU sets differs from the sample before, per VM per 10 s over
+      all phases (and softaffd's own "changes" counter from status at the phases' ends);
+  (e) softaffd's CPU: utime + stime of /proc/PID/stat over the measured windows, % of one CPU.
+All sampling is ONE bash loop of builtins per window (read from /proc, one line out per thread
+per sample, every 0.5 s), started with taskset -c 1: on CPU 0 the polls read as the owners' load
+(mnsensing.py). Status is read only at a window's edges, from CPU 1.
+
+Prints a Markdown table and ratios against none and hard, writes results.json and table.md to
+--out. Root, SOFTAFF_BUILD_DIR with softaffd and softaffctl, the host image cached.
+  SOFTAFF_BUILD_DIR=build SOFTAFF_MN_NO_BUILD=1 flock /run/softaff-nested.lock \\
+      bench/run-sched.py [--quick] [--seconds 30] [--out DIR]
+--quick: one pattern (100/900) and short windows (to debug); a full run is about 15-20 min.
+SOFTAFF_MN_TCG_THREAD=multi runs the host with multi-threaded TCG (default single, as
+test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8)."""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "multinode"))
+import mnhost  # noqa: E402
+import mnsensing as S  # noqa: E402
+
+CONFIGS = ("none", "hard", "softaff-pin", "softaff-sched_ext")
+PATTERNS = ((300, 2700), (100, 900), (20, 180))
+HOME = {"A": 1, "B": 0}
+
+CONF = """[daemon]
+interval_ms=500
+socket=/run/softaff/softaffd.sock
+[partitions]
+layout=node
+[policy]
+manage=explicit
+[memory]
+migrate=off
+[sensing]
+mode=auto
+[actuation]
+mode={mode}
+"""
+
+# The sampler: one bash loop of builtins. Per sample "@ uptime", then per vCPU thread
+# "v VM tid run_ns wait_ns slices last_cpu allowed", then "d utime stime" for softaffd.
+POLL = r"""read -r pa </run/libvirt/qemu/mn-A.pid
+read -r pb </run/libvirt/qemu/mn-B.pid
+sd=$1
+rm -f /tmp/poll.fifo; mkfifo /tmp/poll.fifo; exec 3<>/tmp/poll.fifo
+while :; do
+    read -r up _ </proc/uptime
+    echo "@ $up"
+    for vm in A B; do
+        if [ $vm = A ]; then p=$pa; else p=$pb; fi
+        for t in /proc/$p/task/*; do
+            read -r c <$t/comm
+            case "$c" in "CPU "*)
+                read -r r w n <$t/schedstat
+                read -r st <$t/stat
+                set -- ${st##*) }
+                cpu=${37}
+                aff=-
+                while read -r k v; do
+                    [ "$k" = Cpus_allowed_list: ] && { aff=$v; break; }
+                done <$t/status
+                echo "v $vm ${t##*/} $r $w $n $cpu $aff";;
+            esac
+        done
+    done
+    if [ -n "$sd" ] && read -r st <"/proc/$sd/stat"; then
+        set -- ${st##*) }
+        echo "d ${12} ${13}"
+    fi
+    read -t 0.5 -u 3
+done
+"""
+
+# The spiky driver: A's QEMU continued for ON seconds, stopped for OFF seconds, for good.
+SPIKE = r"""read -r p </run/libvirt/qemu/mn-A.pid
+rm -f /tmp/spike.fifo; mkfifo /tmp/spike.fifo; exec 3<>/tmp/spike.fifo
+trap 'kill -CONT $p; exit 0' TERM
+while :; do
+    kill -CONT $p; read -t $1 -u 3
+    kill -STOP $p; read -t $2 -u 3
+done
+"""
+
+
+def log(msg):
+    mnhost.log(msg)
+
+
+def domain_xml(name, vcpus, home, kernel):
+    xml = S.domain_xml(name, vcpus, home, "soft", kernel)
+    return xml.replace("</vcpu>", "</vcpu><cputune><emulatorpin cpuset='%d'/></cputune>" % home, 1)
+
+
+def cpulist(text):
+    cpus = set()
+    for part in text.split(","):
+        if not part or part == "-":
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def parse_poll(out):
+    """[(uptime, {tid: (vm, run, wait, slices, cpu, allowed)}, softaffd ticks or None)]"""
+    recs = []
+    for line in out.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "@":
+            recs.append([float(f[1]), {}, None])
+        elif f[0] == "v" and recs and len(f) >= 8:
+            recs[-1][1][int(f[2])] = (f[1], int(f[3]), int(f[4]), int(f[5]), int(f[6]),
+                                      frozenset(cpulist(f[7])))
+        elif f[0] == "d" and recs and len(f) >= 3:
+            recs[-1][2] = int(f[1]) + int(f[2])
+    return recs
+
+
+def analyse(recs):
+    """The window's figures from the sampler's records."""
+    # The sampler is killed at the window's end, maybe in the middle of a record: only records
+    # with every vCPU thread count (and softaffd's CPU from the first and last that have it).
+    full = max((len(r[1]) for r in recs), default=0)
+    sd = [r for r in recs if r[2] is not None]
+    recs = [r for r in recs if r[1] and len(r[1]) == full]
+    if len(recs) < 3:
+        raise AssertionError("too few samples in the window: %d" % len(recs))
+    a, b = recs[0], recs[-1]
+    secs = b[0] - a[0]
+    res = {"seconds": secs, "samples": len(recs)}
+    for vm in ("A", "B"):
+        tids = [t for t, v in b[1].items() if v[0] == vm and t in a[1]]
+        run = sum(b[1][t][1] - a[1][t][1] for t in tids) / 1e9 / secs
+        delays, home_n, n = [], 0, 0
+        for x, y in zip(recs, recs[1:]):
+            for t in tids:
+                if t in x[1] and t in y[1]:
+                    dw = y[1][t][2] - x[1][t][2]
+                    dn = y[1][t][3] - x[1][t][3]
+                    if dn > 0:
+                        delays.append(dw / dn / 1e6)
+        for r in recs:
+            for t in tids:
+                if t in r[1]:
+                    n += 1
+                    home_n += r[1][t][4] == HOME[vm]
+        changes = 0
+        for x, y in zip(recs, recs[1:]):
+            if any(t in x[1] and t in y[1] and x[1][t][5] != y[1][t][5] for t in tids):
+                changes += 1
+        dwait = sum(b[1][t][2] - a[1][t][2] for t in tids)
+        dslices = sum(b[1][t][3] - a[1][t][3] for t in tids)
+        res[vm] = {"vcpus": len(tids), "run": run, "delay_p50_ms": pct(delays, 50),
+                   "delay_p99_ms": pct(delays, 99),
+                   "delay_mean_ms": dwait / dslices / 1e6 if dslices else float("nan"),
+                   "home_share_sampled": home_n / n if n else float("nan"),
+                   "changes": changes,
+                   "allowed_last": sorted(sorted(b[1][t][5]) for t in tids)}
+    if len(sd) >= 2 and sd[-1][0] > sd[0][0]:
+        res["softaffd_cpu"] = (sd[-1][2] - sd[0][2]) / os.sysconf("SC_CLK_TCK") / (
+            sd[-1][0] - sd[0][0])
+    return res
+
+
+class Bench:
+    def __init__(self, h, build, quick, seconds):
+        self.h, self.build, self.quick, self.seconds = h, build, quick, seconds
+        self.ctl = build + "/ctl/softaffctl"
+        self.sd = None
+        self.kernel = None
+        self.tids = {}
+
+    def sh(self, cmd, timeout=120):
+        return self.h.check(cmd, timeout=timeout)
+
+    def setup(self):
+        self.sh("bash %s/contrib/start-libvirt.sh" % mnhost.SRC_ROOT, timeout=300)
+        self.kernel = self.sh("ls /boot/vmlinuz-* | head -1").strip()
+        self.sh("cat >/tmp/poll.sh <<'EOF'\n%sEOF\ncat >/tmp/spike.sh <<'EOF'\n%sEOF" % (
+            POLL, SPIKE))
+        for name, vcpus in (("B", 1), ("A", 2)):
+            xml = domain_xml(name, vcpus, HOME[name], self.kernel)
+            self.sh("cat >/tmp/mn-%s.xml <<'EOF'\n%s\nEOF\nvirsh -c qemu:///system create "
+                    "/tmp/mn-%s.xml" % (name, xml, name), timeout=300)
+        # Both guests boot; measured only once all three vCPUs spin.
+        t0 = time.monotonic()
+        prev = None
+        while True:
+            recs = parse_poll(self.sample_once())
+            cur = recs[0] if recs else None
+            if prev and cur:
+                runs = {t: (cur[1][t][1] - prev[1][t][1]) / 1e9 / (cur[0] - prev[0])
+                        for t in cur[1] if t in prev[1]}
+                if len(runs) == 3 and min(runs.values()) > 0.2:
+                    log("all 3 vCPUs spin (%s) after %.0f s" % (
+                        ", ".join("%.2f" % r for r in runs.values()), time.monotonic() - t0))
+                    break
+            if time.monotonic() - t0 > 600:
+                raise AssertionError("the guests' vCPUs do not all spin after 600 s")
+            prev = cur
+            time.sleep(5)
+        for t, v in cur[1].items():
+            self.tids.setdefault(v[0], []).append(t)
+        log("vCPU threads: %s" % self.tids)
+        self.sh("virsh -c qemu:///system suspend mn-B >/dev/null")
+
+    def sample_once(self):
+        # one sample: the loop's first iteration, killed before its sleep is over
+        return self.sh("taskset -c 1 timeout 2 bash /tmp/poll.sh; true", timeout=60)
+
+    def set_affinity(self, cpus):
+        """cpus: {"A": "1", "B": "0"} or None for 0-1 everywhere."""
+        cmds = []
+        for vm, tids in self.tids.items():
+            for t in tids:
+                cmds.append("taskset -pc %s %d >/dev/null" % (cpus[vm] if cpus else "0-1", t))
+        self.sh("; ".join(cmds))
+
+    def status(self):
+        if not self.sd:
+            return None
+        out = self.h.run("taskset -c 1 %s status --json" % self.ctl, timeout=60)
+        try:
+            return json.loads(out.out)
+        except ValueError:
+            return None
+
+    def window(self, seconds):
+        """Runs the sampler for seconds; returns its figures, status and log counts at the
+        edges."""
+        st0 = self.status()
+        lines0 = self.loglines()
+        self.sh("nohup taskset -c 1 bash /tmp/poll.sh %s >/tmp/poll.log 2>&1 & "
+                "echo $! >/tmp/poll.pid" % (self.sd or ""))
+        time.sleep(seconds)
+        out = self.sh("kill $(cat /tmp/poll.pid); sleep 0.2; cat /tmp/poll.log", timeout=60)
+        res = analyse(parse_poll(out))
+        lines1 = self.loglines()
+        st1 = self.status()
+        res["status"] = {"start": vm_summary(st0), "end": vm_summary(st1)}
+        if lines0 is not None and lines1 is not None:
+            res["pin_log_lines"] = lines1 - lines0
+        return res
+
+    def loglines(self):
+        if not self.sd:
+            return None
+        out = self.h.run("grep -cE 'mn-[AB]: (burst onto|retreat from|home)' "
+                         "/var/log/softaffd.log", timeout=30).out.strip()
+        try:
+            return int(out.split()[0])
+        except (ValueError, IndexError):
+            return None
+
+    def spiky(self, on, off, seconds):
+        self.sh("nohup taskset -c 1 bash /tmp/spike.sh %.3f %.3f >/dev/null 2>&1 & "
+                "echo $! >/tmp/spike.pid" % (on / 1000.0, off / 1000.0))
+        try:
+            time.sleep(2)
+            return self.window(seconds)
+        finally:
+            self.sh("kill $(cat /tmp/spike.pid); sleep 0.3; "
+                    "kill -CONT $(cat /run/libvirt/qemu/mn-A.pid)")
+
+    def owner(self, seconds):
+        self.sh("virsh -c qemu:///system resume mn-B >/dev/null")
+        try:
+            time.sleep(3)
+            return self.window(seconds)
+        finally:
+            self.sh("virsh -c qemu:///system suspend mn-B >/dev/null")
+
+    def start_softaffd(self, mode):
+        self.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n"
+                + CONF.format(mode=mode) + "EOF")
+        self.h.start_softaffd(self.build)
+        self.sd = int(self.sh("cat /run/softaff/started.pid").strip())
+        time.sleep(5)
+        st = self.status()
+        act = (st or {}).get("daemon", {}).get("actuation")
+        sens = (st or {}).get("daemon", {}).get("sensing")
+        log("softaffd %d: actuation %s; sensing %s" % (self.sd, act, sens))
+        return {"actuation": act, "sensing": sens}
+
+    def stop_softaffd(self):
+        if self.sd:
+            self.h.run("kill -TERM %d; for i in $(seq 100); do kill -0 %d 2>/dev/null || break; "
+                       "sleep 0.2; done; rm -f /run/softaff/softaffd.sock" % (self.sd, self.sd),
+                       timeout=60)
+            self.sd = None
+
+    def config(self, name):
+        log("== %s" % name)
+        res = {"config": name}
+        self.set_affinity({"A": "1", "B": "0"} if name == "hard" else None)
+        if name.startswith("softaff-"):
+            res["daemon"] = self.start_softaffd(name.split("-", 1)[1])
+        t0 = time.monotonic()
+        try:
+            secs = 12 if self.quick else self.seconds
+            pats = ((100, 900),) if self.quick else PATTERNS
+            res["spiky"] = {}
+            for on, off in pats:
+                res["spiky"]["%d/%d" % (on, off)] = self.spiky(on, off, secs)
+                log("%s spiky %d/%d: A run %.3f" % (name, on, off,
+                                                   res["spiky"]["%d/%d" % (on, off)]["A"]["run"]))
+            res["owner"] = self.owner(secs)
+            o = res["owner"]
+            log("%s owner: B run %.3f delay p50 %.2f p99 %.2f ms; home A %.3f B %.3f" % (
+                name, o["B"]["run"], o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
+                o["A"]["home_share_sampled"], o["B"]["home_share_sampled"]))
+            if self.sd:
+                res["log_tail"] = self.h.run("tail -n 15 /var/log/softaffd.log", timeout=30).out
+        finally:
+            self.stop_softaffd()
+        res["elapsed"] = time.monotonic() - t0
+        return res
+
+
+def vm_summary(st):
+    if not st:
+        return None
+    out = {}
+    for v in st.get("vms", []):
+        keep = {k: v.get(k) for k in ("changes", "bursts", "retreats") if k in v}
+        if v.get("scheduler"):
+            keep["scheduler"] = {k: v["scheduler"].get(k) for k in (
+                "run_home_seconds", "run_away_seconds", "visits", "wait_seconds",
+                "preempts", "preempted") if k in v["scheduler"]}
+        out[v["name"]] = keep
+    return out
+
+
+def sched_home_share(w, vm):
+    """The scheduler's own home share of a VM's run time over a window (sched_ext only)."""
+    try:
+        a = w["status"]["start"]["mn-" + vm]["scheduler"]
+        b = w["status"]["end"]["mn-" + vm]["scheduler"]
+        home = b["run_home_seconds"] - a["run_home_seconds"]
+        away = b["run_away_seconds"] - a["run_away_seconds"]
+        return home / (home + away) if home + away > 0 else None
+    except (KeyError, TypeError):
+        return None
+
+
+def changes_per_10s(c, vm):
+    ws = list(c["spiky"].values()) + [c["owner"]]
+    n = sum(w[vm]["changes"] for w in ws)
+    s = sum(w["seconds"] for w in ws)
+    return 10.0 * n / s
+
+
+def status_changes(c, vm):
+    n, s = 0, 0.0
+    for w in list(c["spiky"].values()) + [c["owner"]]:
+        try:
+            n += (w["status"]["end"]["mn-" + vm]["changes"]
+                  - w["status"]["start"]["mn-" + vm]["changes"])
+            s += w["seconds"]
+        except (KeyError, TypeError):
+            return None
+    return 10.0 * n / s if s else None
+
+
+def softaffd_cpu(c):
+    ws = [w for w in list(c["spiky"].values()) + [c["owner"]] if "softaffd_cpu" in w]
+    if not ws:
+        return None
+    return sum(w["softaffd_cpu"] * w["seconds"] for w in ws) / sum(w["seconds"] for w in ws)
+
+
+def fmt(x, f="%.3f"):
+    return "-" if x is None else f % x
+
+
+def table(results):
+    by = {c["config"]: c for c in results["configs"]}
+    pats = list(by["none"]["spiky"].keys())
+    head = (["config"] + ["A run %s (/none)" % p for p in pats]
+            + ["B run owner (/hard)", "B delay p50 / p99 ms (p99 - hard)", "B delay mean ms",
+               "home A / B (sampled)", "home A / B (scheduler)",
+               "changes/VM/10 s A / B (sampled)", "changes/10 s A / B (status)", "softaffd CPU"])
+    rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    hard_b = by["hard"]["owner"]["B"]
+    for name in CONFIGS:
+        c = by.get(name)
+        if not c:
+            continue
+        o = c["owner"]
+        cells = [name]
+        for p in pats:
+            r = c["spiky"][p]["A"]["run"]
+            cells.append("%.3f (%.3f)" % (r, r / by["none"]["spiky"][p]["A"]["run"]))
+        cells.append("%.3f (%.3f)" % (o["B"]["run"], o["B"]["run"] / hard_b["run"]))
+        cells.append("%.2f / %.2f (%+.2f)" % (o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
+                                             o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]))
+        cells.append("%.2f" % o["B"]["delay_mean_ms"])
+        cells.append("%.1f%% / %.1f%%" % (100 * o["A"]["home_share_sampled"],
+                                          100 * o["B"]["home_share_sampled"]))
+        sa, sb = sched_home_share(o, "A"), sched_home_share(o, "B")
+        cells.append("-" if sa is None else "%.1f%% / %s" % (
+            100 * sa, "-" if sb is None else "%.1f%%" % (100 * sb)))
+        cells.append("%.2f / %.2f" % (changes_per_10s(c, "A"), changes_per_10s(c, "B")))
+        ca, cb = status_changes(c, "A"), status_changes(c, "B")
+        cells.append("-" if ca is None else "%.2f / %.2f" % (ca, cb))
+        cpu = softaffd_cpu(c)
+        cells.append("-" if cpu is None else "%.1f%%" % (100 * cpu))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--seconds", type=int, default=30, help="each measured window (full run)")
+    a = ap.parse_args()
+    build = os.path.abspath(os.environ.get("SOFTAFF_BUILD_DIR", "build"))
+    single = os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"
+    t0 = time.monotonic()
+    results = {"quick": a.quick, "seconds": 12 if a.quick else a.seconds, "tcg_single": single,
+               "configs": []}
+    os.makedirs(a.out, exist_ok=True)
+    with mnhost.Host(build_dir=build, kernel="unstable", tcg_single=single) as h:
+        b = Bench(h, build, a.quick, a.seconds)
+        results["uname"] = h.check("uname -r").strip()
+        results["sched_ext_state"] = h.check("cat /sys/kernel/sched_ext/state").strip()
+        b.setup()
+        for name in a.configs.split(","):
+            results["configs"].append(b.config(name))
+            with open(os.path.join(a.out, "results.json"), "w") as f:
+                json.dump(results, f, indent=1)
+        try:
+            results["dmesg_tail"] = h.run("dmesg | tail -n 15", timeout=30).out
+        except (mnhost.HostError, OSError):
+            pass
+    results["elapsed"] = time.monotonic() - t0
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    t = table(results)
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write(t + "\n")
+    print("host kernel %s, TCG %s, %s; %.0f s" % (
+        results["uname"], "single" if single else "multi", "quick" if a.quick else "full",
+        results["elapsed"]))
+    print(t)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
