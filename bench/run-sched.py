@@ -56,25 +56,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "multinode"))
 import mnhost  # noqa: E402
 import mnsensing as S  # noqa: E402
+from mnsensing import cpulist  # noqa: E402
 
 CONFIGS = ("none", "hard", "softaff-pin", "softaff-sched_ext")
 PATTERNS = ((300, 2700), (100, 900), (20, 180))
 HOME = {"A": 1, "B": 0}
 
-CONF = """[daemon]
-interval_ms=500
-socket=/run/softaff/softaffd.sock
-[partitions]
-layout=node
-[policy]
-manage=explicit
-[memory]
-migrate=off
-[sensing]
-mode=auto
-[actuation]
-mode={mode}
-"""
+# softaffd: the sched_ext tests' config ([sensing] at its default, auto: BPF events).
+CONF = S.SCHED_CONF
 
 # The sampler: one bash loop of builtins. Per sample "@ uptime", then per vCPU thread
 # "v VM tid run_ns wait_ns slices last_cpu allowed", then "d utime stime" for softaffd.
@@ -128,16 +117,6 @@ def log(msg):
 def domain_xml(name, vcpus, home, kernel):
     xml = S.domain_xml(name, vcpus, home, "soft", kernel)
     return xml.replace("</vcpu>", "</vcpu><cputune><emulatorpin cpuset='%d'/></cputune>" % home, 1)
-
-
-def cpulist(text):
-    cpus = set()
-    for part in text.split(","):
-        if not part or part == "-":
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 def pct(xs, p):

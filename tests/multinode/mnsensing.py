@@ -52,6 +52,40 @@ exit 0
 """
 
 
+# softaffd in the sched_ext tests and benchmark (test-sched-ext.py, test-sched-home.py,
+# bench/run-sched.py): [actuation] mode={mode}, [sensing] at its default (auto).
+SCHED_CONF = """[daemon]
+interval_ms=500
+socket=/run/softaff/softaffd.sock
+[partitions]
+layout=node
+[policy]
+manage=explicit
+[memory]
+migrate=off
+[actuation]
+mode={mode}
+"""
+
+
+def expect(cond, what, detail=""):
+    """Raises AssertionError(what, detail) unless cond; logs "ok: what" otherwise."""
+    if not cond:
+        raise AssertionError(what + ("\n" + detail if detail else ""))
+    mnhost.log("ok: " + what)
+
+
+def cpulist(text):
+    """A CPU list ("0,1", "0-1", "1") as a set of CPUs."""
+    cpus = set()
+    for part in text.split(","):
+        if not part or part == "-":
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def log(msg):
     mnhost.log(msg)
 

@@ -28,19 +28,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnhost  # noqa: E402
 import mnsensing as S  # noqa: E402
+from mnsensing import cpulist, expect  # noqa: E402
 
-CONF = """[daemon]
-interval_ms=500
-socket=/run/softaff/softaffd.sock
-[partitions]
-layout=node
-[policy]
-manage=explicit
-[memory]
-migrate=off
-[actuation]
-mode={mode}
-"""
 # Per thread of A's and B's QEMU: "VM tid policy affinity comm"; then "ext" and every task of
 # the host whose policy (field 41 of stat) is SCHED_EXT (7). One awk over all stat files: a
 # process per task would take seconds under TCG.
@@ -60,21 +49,6 @@ echo
 printf 'state %s %s\n' "$(cat /sys/kernel/sched_ext/state)" \
     "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null || echo -)"
 """
-
-
-def expect(cond, what, detail=""):
-    if not cond:
-        raise AssertionError(what + ("\n" + detail if detail else ""))
-    mnhost.log("ok: " + what)
-
-
-def cpulist(text):
-    """taskset's list ("0,1", "0-1", "1") as a set of CPUs."""
-    cpus = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 class Threads:
@@ -109,7 +83,7 @@ class Run(S.Run):
 
     def start_mode(self, mode):
         self.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n"
-                + CONF.format(mode=mode) + "EOF")
+                + S.SCHED_CONF.format(mode=mode) + "EOF")
         self.h.start_softaffd(self.build)
         return int(self.sh("cat /run/softaff/started.pid").strip())
 

@@ -23,21 +23,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnhost  # noqa: E402
 import mnsensing as S  # noqa: E402
+from mnsensing import cpulist, expect  # noqa: E402
 
 WINDOW_S = 15
 SETTLE_S = 3
-CONF = """[daemon]
-interval_ms=500
-socket=/run/softaff/softaffd.sock
-[partitions]
-layout=node
-[policy]
-manage=explicit
-[memory]
-migrate=off
-[actuation]
-mode=sched_ext
-"""
 # A's vCPU threads: "vcpu TID POLICY CPUS_ALLOWED" in shell builtins only, from CPU 1.
 LOOK = r"""taskset -c 1 bash -c '
 pid=$(</run/libvirt/qemu/mn-A.pid)
@@ -49,20 +38,6 @@ for t in /proc/$pid/task/*; do
     esac
 done
 exit 0'"""
-
-
-def expect(cond, what, detail=""):
-    if not cond:
-        raise AssertionError(what + ("\n" + detail if detail else ""))
-    mnhost.log("ok: " + what)
-
-
-def cpulist(text):
-    cpus = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 class Run(S.Run):
@@ -135,7 +110,7 @@ def main():
             r.start_libvirt()
             r.start_guests(a_mode="soft")
             r.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n"
-                 + CONF + "EOF")
+                 + S.SCHED_CONF.format(mode="sched_ext") + "EOF")
             h.start_softaffd(build)
             deadline = time.monotonic() + 90
             while True:
