@@ -476,29 +476,18 @@ static void narrow_now(SaCore *core, SaVm *vm, const Job *job)
 void sa_actuator_pin(SaCore *core, SaVm *vm)
 {
     const SaVmPolicyState *st = &vm->pvm.st;
+    /* While the sched_ext scheduler places the vCPUs, each vCPU thread gets exactly its own set
+     * (policy NULL) and nothing narrows at once; the emulator and I/O threads go home alike. */
+    bool sched = sa_core_sched_active(core);
     if (core->stopping || !st->vcpus || !vm->lane->handle)
         return;
     Job *job = job_new(vm->lane, JOB_PIN, vm->lane->ops, vm->lane->handle);
     job->seq = vm->act.decided;
-    job_set_threads(job, vm, st->vcpus, st->emulator ? st->emulator : st->vcpus);
+    job_set_threads(job, vm, sched ? NULL : st->vcpus, st->emulator ? st->emulator : st->vcpus);
     vm->act.outstanding = job->seq;
     vm->act.touched = true;
-    narrow_now(core, vm, job);
-    lane_push(core, vm->lane, job);
-}
-
-void sa_actuator_pin_others(SaCore *core, SaVm *vm)
-{
-    const SaVmPolicyState *st = &vm->pvm.st;
-    if (core->stopping || !st->vcpus || !vm->lane->handle)
-        return;
-    Job *job = job_new(vm->lane, JOB_PIN, vm->lane->ops, vm->lane->handle);
-    job->seq = vm->act.decided;
-    /* The vCPUs' policy NULL: each vCPU thread gets exactly its own set (the scheduler places
-     * it within that); the emulator and I/O threads go home, within their own sets. */
-    job_set_threads(job, vm, NULL, st->emulator ? st->emulator : st->vcpus);
-    vm->act.outstanding = job->seq;
-    vm->act.touched = true;
+    if (!sched)
+        narrow_now(core, vm, job);
     lane_push(core, vm->lane, job);
 }
 

@@ -342,11 +342,9 @@ void sa_vm_sampling_clear(SaVmSampling *s);
 /* ---- actuator.c ---- */
 void sa_actuator_init(SaCore *core);
 void sa_actuator_clear(SaCore *core);
-/* Queues commands; each returns at once. */
+/* Queues commands; each returns at once. A pin under the sched_ext scheduler leaves every
+ * vCPU thread its own set and narrows only the emulator and I/O threads (home). */
 void sa_actuator_pin(SaCore *core, SaVm *vm);
-/* With the sched_ext scheduler: the emulator and I/O threads narrowed to home as
- * sa_actuator_pin does, every vCPU thread given exactly its own set. */
-void sa_actuator_pin_others(SaCore *core, SaVm *vm);
 void sa_actuator_restore(SaCore *core, SaVm *vm);
 void sa_actuator_write_assigned(SaCore *core, SaVm *vm, int home);
 void sa_actuator_discover(SaCore *core, const SaBackendOps *ops, gpointer handle, const char *key,

@@ -143,15 +143,10 @@ static void act_on_decision(SaCore *core, SaVm *vm)
         sa_core_sched_release(core, vm);
     if (sa_vm_is_stalled(vm))
         return;
-    /* With the scheduler, only the emulator and I/O threads are narrowed (home); the vCPU
-     * threads keep their own sets. */
+    /* With the scheduler this pin narrows only the emulator and I/O threads (home). */
     if (a->applied < a->decided && a->outstanding < a->decided &&
-        g_get_monotonic_time() >= a->retry_at_us) {
-        if (sched)
-            sa_actuator_pin_others(core, vm);
-        else
-            sa_actuator_pin(core, vm);
-    }
+        g_get_monotonic_time() >= a->retry_at_us)
+        sa_actuator_pin(core, vm);
     /* The home chosen for preferred="auto" is kept in the live settings. */
     if (vm->pvm.preferred < 0 && st->home >= 0 && st->home != a->written_assigned &&
         !a->assigned_pending)

@@ -90,6 +90,15 @@ def log(msg):
     mnhost.log(msg)
 
 
+def log_tails(r, h, log_lines, dmesg_lines):
+    """At a test's end: softaffd's log and the kernel's, or the console if the host is gone."""
+    try:
+        mnhost.log("softaffd log tail:\n" + r.log_tail(log_lines))
+        mnhost.log("dmesg tail:\n" + h.run("dmesg | tail -n %d" % dmesg_lines, timeout=30).out)
+    except (mnhost.HostError, OSError) as e:
+        mnhost.log("the host is gone (%s); its console:\n%s" % (e, h.console_tail(80)))
+
+
 def domain_xml(name, vcpus, preferred, mode, kernel, mib=128):
     meta = ("<metadata><softaff:affinity xmlns:softaff='urn:softaff:domain:1' mode='%s' "
             "preferred='%d'/></metadata>" % (mode, preferred))

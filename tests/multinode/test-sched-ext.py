@@ -133,6 +133,11 @@ def own_sets(t, own=(0, 1)):
     return all(r["affinity"] == set(own) for r in t.rows)
 
 
+def others_home(t):
+    """Whether the QEMUs' threads other than vCPUs are on their home's CPU (A: 1, B: 0)."""
+    return all(x["affinity"] == {{"A": 1, "B": 0}[x["vm"]]} for x in t.others())
+
+
 def phase_sched_ext(r):
     pid = r.start_mode("sched_ext")
     t = r.in_ext("A's and B's vCPU threads in the ext class")
@@ -152,14 +157,13 @@ def phase_sched_ext(r):
            "no vCPU thread is pinned: each keeps its own set (0-1)", str(t))
     # Their QEMUs' other threads (emulator, I/O) live at home as when re-pinning: A's on node
     # 1's CPU, B's on node 0's (softaffd pins them once the scheduler has the vCPUs).
-    home = {"A": {1}, "B": {0}}
-    narrowed = lambda t: all(x["affinity"] == home[x["vm"]] for x in t.others())  # noqa: E731
     for _ in range(20):
-        if narrowed(t):
+        if others_home(t):
             break
         time.sleep(1)
         t = r.threads()
-    expect(narrowed(t), "the emulator and I/O threads are narrowed to home (A: 1, B: 0)", str(t))
+    expect(others_home(t), "the emulator and I/O threads are narrowed to home (A: 1, B: 0)",
+           str(t))
     # The scheduler's counters: A, home 1, runs on idle node 0 too.
     v0 = r.vm_status("A")["scheduler"]
     time.sleep(10)
@@ -203,9 +207,7 @@ def phase_sigkill(r):
            "SIGKILL: every vCPU thread has its own set (0-1)", str(t))
     # The emulator and I/O threads keep the killed softaffd's pins, as after a SIGKILL while
     # re-pinning; the next softaffd knows their own sets (phase 4 ends with them given back).
-    home = {"A": {1}, "B": {0}}
-    expect(all(x["affinity"] == home[x["vm"]] for x in t.others()),
-           "SIGKILL: the emulator and I/O threads stay at home", str(t))
+    expect(others_home(t), "SIGKILL: the emulator and I/O threads stay at home", str(t))
     # The kernel runs them on the fair class; their policy still reads SCHED_EXT.
     left = [x["tid"] for x in t.vcpus() if x["policy"] == 7]
     mnhost.log("figure: vCPU threads still reading SCHED_EXT after SIGKILL: %s" % left)
@@ -310,11 +312,7 @@ def main():
             phase_sigkill(r)
             phase_ejection(r)
         finally:
-            try:
-                mnhost.log("softaffd log tail:\n" + r.log_tail(60))
-                mnhost.log("dmesg tail:\n" + h.run("dmesg | tail -n 20", timeout=30).out)
-            except (mnhost.HostError, OSError) as e:
-                mnhost.log("the host is gone (%s); its console:\n%s" % (e, h.console_tail(80)))
+            S.log_tails(r, h, 60, 20)
     mnhost.log("test-sched-ext passed in %.1fs" % (time.monotonic() - t0))
     return 0
 

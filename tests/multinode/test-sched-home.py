@@ -45,10 +45,10 @@ class Run(S.Run):
         return json.loads(self.sh("taskset -c 1 %s status --json" % self.ctl, timeout=60))
 
     def vm_a(self, doc):
-        for v in doc["vms"]:
-            if v["name"] == "mn-A":
-                return v
-        raise AssertionError("no mn-A in status: %s" % [v["name"] for v in doc["vms"]])
+        v = S.Record(0, {}, [], doc).vm("A")
+        if v is None:
+            raise AssertionError("no mn-A in status: %s" % [v["name"] for v in doc["vms"]])
+        return v
 
     def vcpus(self):
         rows = []
@@ -134,11 +134,7 @@ def main():
                        "%s: A never ran away from home (%.3f s away, %d visits)" % (
                            name, away, visits))
         finally:
-            try:
-                mnhost.log("softaffd log tail:\n" + r.log_tail(40))
-                mnhost.log("dmesg tail:\n" + h.run("dmesg | tail -n 10", timeout=30).out)
-            except (mnhost.HostError, OSError) as e:
-                mnhost.log("the host is gone (%s); its console:\n%s" % (e, h.console_tail(80)))
+            S.log_tails(r, h, 40, 10)
     mnhost.log("test-sched-home passed in %.1fs" % (time.monotonic() - t0))
     return 0
 
