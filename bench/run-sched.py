@@ -41,7 +41,7 @@ per sample, every 0.5 s), started with taskset -c 1: on CPU 0 the polls read as 
 Prints a Markdown table and ratios against none and hard, writes results.json and table.md to
 --out. Root, SOFTAFF_BUILD_DIR with softaffd and softaffctl, the host image cached.
   SOFTAFF_BUILD_DIR=build SOFTAFF_MN_NO_BUILD=1 flock /run/softaff-nested.lock \\
-      bench/run-sched.py [--quick] [--seconds 30] [--out DIR]
+      bench/run-sched.py [--quick] [--seconds 30] [--rounds N] [--out DIR]
 --quick: one pattern (100/900) and short windows (to debug); a full run is about 15-20 min.
 SOFTAFF_MN_TCG_THREAD=multi runs the host with multi-threaded TCG (default single, as
 test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8)."""
@@ -439,28 +439,87 @@ def table(results):
     return "\n".join(rows)
 
 
+def round_ratios(rnd):
+    """One round's figures against none and hard of that same round, per config."""
+    by = {c["config"]: c for c in rnd["configs"]}
+    out = {}
+    if "none" not in by or "hard" not in by:
+        return out
+    hard_b = by["hard"]["owner"]["B"]
+    for name, c in by.items():
+        o = c["owner"]
+        r = {"spiky %s" % p: c["spiky"][p]["A"]["run"] / by["none"]["spiky"][p]["A"]["run"]
+             for p in c["spiky"] if p in by["none"]["spiky"]}
+        r["owner run /hard"] = o["B"]["run"] / hard_b["run"]
+        r["owner p99 - hard ms"] = o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]
+        sa = sched_home_share(o, "A")
+        r["home A"] = sa if sa is not None else o["A"]["home_share_sampled"]
+        r["changes A /10 s"] = changes_per_10s(c, "A")
+        cpu = softaffd_cpu(c)
+        if cpu is not None:
+            r["softaffd CPU"] = cpu
+        out[name] = r
+    return out
+
+
+def summary(rounds):
+    """Per config and figure: the median over the rounds of each round's ratio, with every
+    round's value (each round measures none, hard and the rest side by side)."""
+    per = [round_ratios(r) for r in rounds]
+    keys = []
+    for p in per:
+        for r in p.values():
+            keys += [k for k in r if k not in keys]
+    head = ["config"] + ["%s (median; rounds)" % k for k in keys]
+    rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in CONFIGS:
+        vals = [p[name] for p in per if name in p]
+        if not vals:
+            continue
+        cells = [name]
+        for k in keys:
+            xs = [v[k] for v in vals if k in v and v[k] == v[k]]
+            if not xs:
+                cells.append("-")
+                continue
+            share = k in ("home A", "softaffd CPU")
+            f = "%.1f%%" if share else "%.3f"
+            m = (lambda x: 100 * x) if share else (lambda x: x)
+            cells.append((f + " (%s)") % (m(pct(xs, 50)), ", ".join(f % m(x) for x in xs)))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=".")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--seconds", type=int, default=30, help="each measured window (full run)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every config this many times, in turn (none, hard, ... again), in "
+                         "the same host; prints each round's table and the medians of the "
+                         "rounds' ratios")
     a = ap.parse_args()
     build = os.path.abspath(os.environ.get("SOFTAFF_BUILD_DIR", "build"))
     single = os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"
     t0 = time.monotonic()
     results = {"quick": a.quick, "seconds": 12 if a.quick else a.seconds, "tcg_single": single,
-               "configs": []}
+               "rounds": []}
     os.makedirs(a.out, exist_ok=True)
     with mnhost.Host(build_dir=build, kernel="unstable", tcg_single=single) as h:
         b = Bench(h, build, a.quick, a.seconds)
         results["uname"] = h.check("uname -r").strip()
         results["sched_ext_state"] = h.check("cat /sys/kernel/sched_ext/state").strip()
         b.setup()
-        for name in a.configs.split(","):
-            results["configs"].append(b.config(name))
-            with open(os.path.join(a.out, "results.json"), "w") as f:
-                json.dump(results, f, indent=1)
+        for i in range(max(a.rounds, 1)):
+            rnd = {"configs": []}
+            results["rounds"].append(rnd)
+            for name in a.configs.split(","):
+                log("round %d of %d" % (i + 1, a.rounds))
+                rnd["configs"].append(b.config(name))
+                with open(os.path.join(a.out, "results.json"), "w") as f:
+                    json.dump(results, f, indent=1)
         try:
             results["dmesg_tail"] = h.run("dmesg | tail -n 15", timeout=30).out
         except (mnhost.HostError, OSError):
@@ -468,7 +527,13 @@ def main():
     results["elapsed"] = time.monotonic() - t0
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    t = table(results)
+    parts = []
+    for i, rnd in enumerate(results["rounds"]):
+        parts.append("round %d of %d:\n\n%s" % (i + 1, len(results["rounds"]), table(rnd)))
+    if len(results["rounds"]) > 1:
+        parts.append("medians over the %d rounds of each round's ratios (none and hard from the "
+                     "same round):\n\n%s" % (len(results["rounds"]), summary(results["rounds"])))
+    t = "\n\n".join(parts)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(t + "\n")
     print("host kernel %s, TCG %s, %s; %.0f s" % (

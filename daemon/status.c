@@ -2,6 +2,7 @@
 #define G_LOG_DOMAIN "softaffd"
 
 #include <json-c/json.h>
+#include <time.h>
 
 #include "actuator.h"
 #include "core-private.h"
@@ -323,6 +324,12 @@ static json_object *daemon_json(const SaCore *core)
     json_object *daemon = json_object_new_object();
     json_object_object_add(daemon, "version", json_object_new_string(SA_VERSION));
     json_object_object_add(daemon, "started", json_time(core->started_us));
+    /* The host's boot clock (as /proc/uptime) when this status was made: successive statuses
+     * are timed by it, not by when a client happened to read them. */
+    struct timespec boot;
+    clock_gettime(CLOCK_BOOTTIME, &boot);
+    json_object_object_add(daemon, "uptime_s",
+                           json_object_new_double(boot.tv_sec + boot.tv_nsec / 1e9));
     json_object_object_add(daemon, "ticks", json_object_new_uint64(core->ticks));
     json_object_object_add(daemon, "interval_ms", json_object_new_int((int)core->cfg->interval_ms));
     json_object_object_add(daemon, "layout",

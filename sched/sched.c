@@ -230,6 +230,7 @@ void sa_sched_fault_stall(SaSched *s, bool on)
 #else /* SA_HAVE_BPF */
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "bpf/sched-shared.h"
@@ -241,6 +242,7 @@ void sa_sched_fault_stall(SaSched *s, bool on)
 
 struct SaSched {
     struct sched_bpf *skel;
+    struct bpf_map *ops;         /* the one of the object's two ops maps this kernel takes */
     struct bpf_link *ops_update; /* libbpf's handle of the map update that fills the ops */
     int link_fd;                 /* the struct_ops link: the kernel's hold on the scheduler */
     guint n_parts;
@@ -281,6 +283,32 @@ bool sa_sched_available(GError **error)
     return kernel_has_sched_ext(error);
 }
 
+/* Whether the kernel's BTF (at btf_path) has the enumerator name in enum scx_ops_flags. */
+static bool kernel_has_ops_flag(const char *btf_path, const char *name)
+{
+    struct btf *btf = btf__parse(btf_path, NULL);
+    bool found = false;
+    int id;
+
+    if (!btf)
+        return false;
+    id = btf__find_by_name_kind(btf, "scx_ops_flags", BTF_KIND_ENUM);
+    if (id <= 0)
+        id = btf__find_by_name_kind(btf, "scx_ops_flags", BTF_KIND_ENUM64);
+    if (id > 0) {
+        const struct btf_type *t = btf__type_by_id(btf, id);
+        guint n = btf_vlen(t);
+
+        for (guint i = 0; i < n && !found; i++) {
+            __u32 off = btf_is_enum(t) ? btf_enum(t)[i].name_off : btf_enum64(t)[i].name_off;
+
+            found = g_strcmp0(btf__name_by_offset(btf, off), name) == 0;
+        }
+    }
+    btf__free(btf);
+    return found;
+}
+
 SaSched *sa_sched_load(GError **error)
 {
     g_autoptr(SaSched) s = NULL;
@@ -297,9 +325,18 @@ SaSched *sa_sched_load(GError **error)
     s->skel = sched_bpf__open();
     err = s->skel ? 0 : -errno;
     if (!err) {
+        g_autofree char *btf = sa_sysfs_path("kernel/btf/vmlinux");
+        /* The ops that let enqueue place a thread preempted where it may not migrate, where
+         * the kernel has that flag (7.2 does); else the same ops without it, and the kernel
+         * queues such a thread on its CPU's own queue itself (docs/policy.md section 11). */
+        bool md = kernel_has_ops_flag(btf, "SCX_OPS_ENQ_MIGRATION_DISABLED");
+
+        s->ops = md ? s->skel->maps.softaff_ops : s->skel->maps.softaff_ops_plain;
+        bpf_map__set_autocreate(md ? s->skel->maps.softaff_ops_plain : s->skel->maps.softaff_ops,
+                                false);
+        g_debug("sched_ext: ops %s", bpf_map__name(s->ops));
         /* A link-held scheduler: the kernel unloads it when this process goes. */
-        bpf_map__set_map_flags(s->skel->maps.softaff_ops,
-                               bpf_map__map_flags(s->skel->maps.softaff_ops) | SA_BPF_F_LINK);
+        bpf_map__set_map_flags(s->ops, bpf_map__map_flags(s->ops) | SA_BPF_F_LINK);
         /* ops.init creates the dispatch queues, which may sleep. */
         bpf_program__set_flags(s->skel->progs.sa_init,
                                bpf_program__flags(s->skel->progs.sa_init) | BPF_F_SLEEPABLE);
@@ -436,7 +473,7 @@ bool sa_sched_attach(SaSched *s, GError **error)
     }
     /* Fills the kernel's copy of the ops (the link-flagged map only holds them)... */
     if (!s->ops_update) {
-        s->ops_update = bpf_map__attach_struct_ops(s->skel->maps.softaff_ops);
+        s->ops_update = bpf_map__attach_struct_ops(s->ops);
         if (!s->ops_update) {
             e = errno;
             g_set_error(error, SA_ERROR, SA_ERROR_IO, "preparing the sched_ext ops: %s",
@@ -445,7 +482,7 @@ bool sa_sched_attach(SaSched *s, GError **error)
         }
     }
     /* ...and the link makes it the scheduler. */
-    fd = bpf_link_create(bpf_map__fd(s->skel->maps.softaff_ops), 0, SA_BPF_STRUCT_OPS, &opts);
+    fd = bpf_link_create(bpf_map__fd(s->ops), 0, SA_BPF_STRUCT_OPS, &opts);
     if (fd < 0) {
         g_autofree char *ops = sa_sysfs_path("kernel/sched_ext/root/ops");
         g_autofree char *other = NULL;

@@ -45,6 +45,7 @@ struct sched_ext_entity {
 struct task_struct {
     unsigned int __state;
     int pid;
+    unsigned short migration_disabled;
     const struct cpumask *cpus_ptr;
     struct sched_ext_entity scx;
 } __attribute__((preserve_access_index));
@@ -93,6 +94,7 @@ struct sched_ext_ops {
 #define SCX_KICK_PREEMPT 2
 #define SCX_OPS_ENQ_LAST 2
 #define SCX_OPS_SWITCH_PARTIAL 8
+#define SCX_OPS_ENQ_MIGRATION_DISABLED 16
 #define SCX_ENQ_WAKEUP 1ULL
 #define SCX_ENQ_REENQ (1ULL << 40)
 #define SCX_ENQ_LAST (1ULL << 41)
@@ -434,9 +436,11 @@ static void kick_visitor(struct task_struct *p, struct sa_sched_stats *st, s32 c
 }
 
 /* Starving (dispatch): the first thread queued at another partition that has waited at least
- * starve_ns and may run on this CPU by its own set, whatever its reach and that partition's
- * owners. The kernel's watchdog ejects the scheduler at timeout_ms; the fair class holding every
- * CPU of a home, and owners first elsewhere, must not take a thread that far. */
+ * starve_ns and may run on this CPU by its own set, whatever its reach (if it has any) and that
+ * partition's owners. The kernel's watchdog ejects the scheduler at timeout_ms; the fair class
+ * holding every CPU of a home, and owners first elsewhere, must not take a thread that far. A
+ * thread of reach 0 (strict, softness 0) is never taken: it never leaves home, and its home
+ * CPUs' ext server (7.x) runs it while the fair class holds them. */
 struct starve {
     s32 cpu;
     u32 part; /* the CPU's own (its queue comes next anyway) */
@@ -459,10 +463,11 @@ static long starve_from(u32 i, void *data)
     while ((p = bpf_iter_scx_dsq_next(&it))) {
         u32 tid = p->pid;
         struct sa_sched_stats *st = bpf_map_lookup_elem(&stats, &tid);
+        struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
         if (++n > 4)
             break;
-        if (!st || !st->queued_at || sv->now < st->queued_at + starve_ns ||
+        if (!st || !t || !t->reach || !st->queued_at || sv->now < st->queued_at + starve_ns ||
             !bpf_cpumask_test_cpu(sv->cpu, p->cpus_ptr))
             continue;
         scx_bpf_dsq_move_set_slice(&it, slice_visit_ns);
@@ -473,6 +478,37 @@ static long starve_from(u32 i, void *data)
     }
     bpf_iter_scx_dsq_destroy(&it);
     return sv->done;
+}
+
+/* Queues p in partition queue's dispatch queue in vtime order: a thread asleep long gets at
+ * most one slice of credit against the partition's owners. */
+static void queue_vtime(struct task_struct *p, struct sa_sched_stats *st, u32 queue, u64 enq_flags)
+{
+    u64 vt = st ? st->vtime : 0, *pv = bpf_map_lookup_elem(&part_vtime, &queue);
+
+    if (pv && vt + slice_owner_ns < *pv)
+        vt = *pv - slice_owner_ns;
+    if (st)
+        st->vtime = vt;
+    scx_bpf_dsq_insert_vtime(p, queue, slice_owner_ns, vt, enq_flags);
+}
+
+/* A thread the kernel may not move now (preempted inside a migrate-disabled section, such as
+ * a seccomp filter on a syscall): it runs next where it is. Enqueue sees it only with
+ * SCX_OPS_ENQ_MIGRATION_DISABLED (the loader's choice of ops). The thread running this
+ * callback (the one preempted, at its own enqueue) has one more: the BPF program's entry
+ * disables migration for its run (on kernels with preemptible RCU, Debian's among them; on
+ * others this reads such a thread as movable, and the kernel keeps it where it is). */
+static bool migration_off(struct task_struct *p)
+{
+    u32 n;
+
+    if (!bpf_core_field_exists(p->migration_disabled))
+        return false;
+    n = p->migration_disabled;
+    if ((u64)p == bpf_get_current_task() && n > 0)
+        n--;
+    return n > 0;
 }
 
 SEC("struct_ops/sa_select_cpu")
@@ -516,7 +552,6 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     struct sa_sched_stats *st;
     s32 cpu, here, wait_cpu;
     u32 queue;
-    u64 *pv, vt;
     bool kicked, reenq;
 
     if (stall) {
@@ -532,9 +567,30 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     if (st && !st->queued_at)
         st->queued_at = bpf_ktime_get_ns();
     home = t->home;
+    here = scx_bpf_task_cpu(p);
+
+    /* It may only run where it is until it leaves that section. At home: in home's queue by
+     * vtime like any owner (that CPU takes it at its turn; the others pass it by), or now if
+     * that CPU is idle. Left to the kernel, it would go straight back onto that CPU's own queue
+     * with a fresh slice, ahead of the owners waiting in home's queue, as often as it is
+     * preempted there: an owner beside it starved 31 s on one home CPU and the watchdog ejected
+     * the scheduler (test-sched-home.py, strict). Away: on that CPU's own queue. */
+    if (migration_off(p)) {
+        if (here >= 0 && part_of(here) == home) {
+            if (scx_bpf_test_and_clear_cpu_idle(here)) {
+                scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | here, slice_owner_ns, enq_flags);
+                scx_bpf_kick_cpu(here, SCX_KICK_IDLE);
+                return;
+            }
+            queue_vtime(p, st, home, enq_flags);
+            kick_visitor(p, st, here);
+            return;
+        }
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
+        return;
+    }
 
     /* Home first, if a CPU there is idle. */
-    here = scx_bpf_task_cpu(p);
     cpu = idle_at_home(p, t, here);
     if (cpu >= 0) {
         scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_owner_ns, enq_flags);
@@ -574,14 +630,17 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     /* It waits at home, on the runqueue of a home CPU (home_cpu). Already on one: in home's
      * queue, in vtime order (a thread asleep long gets at most one slice of credit). On a CPU
      * elsewhere (a visitor sent home, a thread switched in away): onto a home CPU's own queue,
-     * which moves it to that CPU's runqueue; it runs there next. But if a higher class holds
-     * every home CPU it may use and it may come back here (reach, own set): in home's queue,
-     * from where this CPU takes it (a pull when no owner waits here, or starving), while a
-     * held CPU's own queue would keep it from every other CPU. A set without a home CPU: it
+     * which moves it to that CPU's runqueue; it runs there next. But if it may come back here
+     * (reach, own set) and either a higher class holds every home CPU it may use, or a higher
+     * class just took this CPU from it (a visitor, REENQ: often an emulator thread's blip):
+     * in home's queue, from where a home CPU takes it at its next turn, or this CPU as soon as
+     * the higher class lets go (a pull when no owner waits here, or starving). A held CPU's own
+     * queue would keep it from every other CPU, and a home CPU's own queue would keep a visitor
+     * preempted for microseconds waiting a whole owner's slice. A set without a home CPU: it
      * waits in the queue of the partition it is on. */
     wait_cpu = home_cpu(p, t, here);
     if (wait_cpu >= 0 && wait_cpu != here &&
-        !(cpu_held(wait_cpu) && here >= 0 && may_run_on(t, part_of(here)) &&
+        !((cpu_held(wait_cpu) || reenq) && here >= 0 && may_run_on(t, part_of(here)) &&
           bpf_cpumask_test_cpu(here, p->cpus_ptr))) {
         scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | wait_cpu, slice_owner_ns, enq_flags);
         kick_visitor(p, st, wait_cpu);
@@ -590,13 +649,7 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     queue = wait_cpu >= 0 ? home : part_of(here);
     if (queue >= SA_SCHED_MAX_PARTS)
         queue = home;
-    vt = st ? st->vtime : 0;
-    pv = bpf_map_lookup_elem(&part_vtime, &queue);
-    if (pv && vt + slice_owner_ns < *pv)
-        vt = *pv - slice_owner_ns;
-    if (st)
-        st->vtime = vt;
-    scx_bpf_dsq_insert_vtime(p, queue, slice_owner_ns, vt, enq_flags);
+    queue_vtime(p, st, queue, enq_flags);
 
     /* Owners first: a visitor on a home CPU this thread may use leaves now. */
     cpu = scan_part(p, home, SCAN_VISITOR);
@@ -742,7 +795,8 @@ void BPF_PROG(sa_quiescent, struct task_struct *p, u64 deq_flags)
 
 /* A higher class takes cpu: the threads waiting on its local queue (the one it preempted first)
  * are placed again by enqueue (SCX_ENQ_REENQ): an idle CPU at home or within reach, else home's
- * queue on a home CPU's runqueue. Left there, they would wait for the fair class to let go. */
+ * queue (a visitor that may come back here: taken by a home CPU or by this one, whichever is
+ * first). Left there, they would wait for the fair class to let go. */
 SEC("struct_ops/sa_cpu_release")
 void BPF_PROG(sa_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
 {
@@ -809,12 +863,35 @@ struct sched_ext_ops softaff_ops = {
     .cpu_release = (void *)sa_cpu_release,
     /* ENQ_LAST: a thread at the end of its slice with nothing else to run is enqueued, not
      * kept running by the kernel wherever it is (a thread away from home would stay there). */
-    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
+    /* ENQ_MIGRATION_DISABLED: enqueue also places a thread preempted where it may not migrate
+     * (see migration_off), which the kernel would otherwise put back on its CPU's own queue. */
+    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST | SCX_OPS_ENQ_MIGRATION_DISABLED,
     /* The kernel's longest. In partial mode the fair class holds a CPU for as long as it has a
-     * runnable task, and a thread preempted while it could not migrate is put on that CPU's own
-     * queue by the kernel, without ops.enqueue, where nothing here can move it (the kernel's
-     * dump of the stall in the 2-node host: "CPU 1/TCG" on CPU 0's local queue behind a fair
-     * taskset, 6.2 s, and 580 such enqueues in 10 s). 5000 ejected the scheduler for that. */
+     * runnable task, and a thread preempted while it could not migrate waits for that CPU
+     * (without ENQ_MIGRATION_DISABLED, on its own queue, where nothing here can move it: the
+     * kernel's dump of the stall in the 2-node host showed "CPU 1/TCG" on CPU 0's local queue
+     * behind a fair taskset, 6.2 s, and 580 such enqueues in 10 s). 5000 ejected the scheduler
+     * for that. */
+    .timeout_ms = 30000,
+    .name = "softaff",
+};
+
+/* The same ops for kernels without SCX_OPS_ENQ_MIGRATION_DISABLED (older ones): the loader
+ * creates only the one the running kernel takes. */
+SEC(".struct_ops")
+struct sched_ext_ops softaff_ops_plain = {
+    .select_cpu = (void *)sa_select_cpu,
+    .enqueue = (void *)sa_enqueue,
+    .dispatch = (void *)sa_dispatch,
+    .runnable = (void *)sa_runnable,
+    .running = (void *)sa_running,
+    .stopping = (void *)sa_stopping,
+    .quiescent = (void *)sa_quiescent,
+    .init = (void *)sa_init,
+    .exit = (void *)sa_exit,
+    .cpu_acquire = (void *)sa_cpu_acquire,
+    .cpu_release = (void *)sa_cpu_release,
+    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
     .timeout_ms = 30000,
     .name = "softaff",
 };

@@ -10,8 +10,10 @@ per-VM counters (softaffctl status --json, 'scheduler': run time at home / away,
   strict   mode strict: 0 s away, 0 visits;
   soft-0   mode soft, softness 0: 0 s away, 0 visits.
 And in every window A's vCPU threads keep their own set (0-1): softaffd pinned no vCPU, the
-scheduler alone kept them home. Status is read from CPU 1 (A's home) twice per window and
-nothing of the test's runs in between: a look on CPU 0 is load on the partition measured.
+scheduler alone kept them home; and each of them ran over 20% of the window by the kernel's own
+per-thread run time (/proc/PID/task/TID/schedstat): owners share their home, none starves.
+Status is read from CPU 1 (A's home) twice per window and nothing of the test's runs in
+between: a look on CPU 0 is load on the partition measured.
 Needs root, qemu-system-x86_64, mkfs.ext4 (SKIP 77 without, or FAIL when SOFTAFF_REQUIRE_VM=1).
 Prints the figures it saw ('figure:' lines)."""
 
@@ -34,7 +36,8 @@ for t in /proc/$pid/task/*; do
     read -r c <$t/comm
     case "$c" in "CPU "*)
         read -r st <$t/stat; st=${st##*) }; set -- $st
-        while read -r k v; do [ "$k" = Cpus_allowed_list: ] && echo "vcpu ${t##*/} ${39} $v"; done <$t/status;;
+        read -r run wait _ <$t/schedstat
+        while read -r k v; do [ "$k" = Cpus_allowed_list: ] && echo "vcpu ${t##*/} ${39} $v $run $wait"; done <$t/status;;
     esac
 done
 exit 0'"""
@@ -50,12 +53,27 @@ class Run(S.Run):
             raise AssertionError("no mn-A in status: %s" % [v["name"] for v in doc["vms"]])
         return v
 
+    def why_not_running(self):
+        """Each vCPU thread's state, wait channel and kernel stack, A's console tail, and the
+        kernel's sched_ext state dump (sysrq D)."""
+        out = self.h.run(
+            "pid=$(cat /run/libvirt/qemu/mn-A.pid); for t in /proc/$pid/task/*; do "
+            "read -r c <$t/comm; echo \"== ${t##*/} $c: $(sed 's/.*) //' $t/stat | cut -d' ' -f1) "
+            "$(cat $t/wchan)\"; cat $t/stack; done; echo '== A console'; "
+            "tail -c 1500 /tmp/mn-A.console", timeout=60).out
+        d = self.h.run("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; "
+                       "echo 1 >/proc/sys/kernel/sysrq; dmesg -c >/dev/null; "
+                       "echo D >/proc/sysrq-trigger; sleep 2; dmesg | tail -n 150; echo '== trace'; "
+                       "grep -v '^#' /sys/kernel/tracing/trace | tail -n 150", timeout=120)
+        return "%s\n== sysrq D (rc %d): %s\n%s" % (out, d.rc, d.err, d.out)
+
     def vcpus(self):
         rows = []
         for ln in self.sh(LOOK, timeout=60).splitlines():
             f = ln.split()
-            if len(f) == 4 and f[0] == "vcpu":
-                rows.append({"tid": int(f[1]), "policy": int(f[2]), "affinity": cpulist(f[3])})
+            if len(f) == 6 and f[0] == "vcpu":
+                rows.append({"tid": int(f[1]), "policy": int(f[2]), "affinity": cpulist(f[3]),
+                             "run": int(f[4]) / 1e9, "wait": int(f[5]) / 1e9})
         return rows
 
 
@@ -95,6 +113,17 @@ def window(r, name, set_args, expect_status):
            "%s: A's vCPUs SCHED_EXT with their own set (0-1), no vCPU pinned" % name,
            str(before + after))
     expect(home > 0.5 * el, "%s: A ran at home (%.2f s in %.1f s)" % (name, home, el))
+    # No vCPU starves: each of A's two spinning vCPUs gets a fair part of the window (the
+    # kernel's own run time per thread; about half of the window each at home, more in the
+    # control window). A vCPU that waited seconds at a time behind its sibling would not.
+    b = {x["tid"]: x for x in before}
+    runs = [(x["tid"], x["run"] - b[x["tid"]]["run"], x["wait"] - b[x["tid"]]["wait"])
+            for x in after if x["tid"] in b]
+    mnhost.log("figure: %s: per vCPU (tid, run s, wait s) in %.1f s: %s" % (
+        name, el, ", ".join("(%d, %.2f, %.2f)" % r for r in runs)))
+    ok = len(runs) == 2 and all(r[1] > 0.2 * el for r in runs)
+    expect(ok, "%s: each vCPU of A ran over 20%% of the window (no vCPU starves)" % name,
+           "%s\n%s" % (runs, "" if ok else r.why_not_running()))
     return away, visits
 
 
