@@ -848,50 +848,31 @@ void BPF_PROG(sa_exit, struct scx_exit_info *ei)
     exit_info.kind = ei->kind ? ei->kind : 1;
 }
 
+/* The ops, with extra flags. ENQ_LAST: a thread at the end of its slice with nothing else to
+ * run is enqueued, not kept running by the kernel wherever it is (a thread away from home would
+ * stay there). timeout_ms: the kernel's longest. In partial mode the fair class holds a CPU for
+ * as long as it has a runnable task, and a thread preempted while it could not migrate waits
+ * for that CPU (without ENQ_MIGRATION_DISABLED, on its own queue, where nothing here can move
+ * it: the kernel's dump of the stall in the 2-node host showed "CPU 1/TCG" on CPU 0's local
+ * queue behind a fair taskset, 6.2 s, and 580 such enqueues in 10 s). 5000 ejected the
+ * scheduler for that. */
+#define SOFTAFF_OPS(extra_flags)                                                                   \
+    {                                                                                              \
+        .select_cpu = (void *)sa_select_cpu, .enqueue = (void *)sa_enqueue,                        \
+        .dispatch = (void *)sa_dispatch, .runnable = (void *)sa_runnable,                          \
+        .running = (void *)sa_running, .stopping = (void *)sa_stopping,                            \
+        .quiescent = (void *)sa_quiescent, .init = (void *)sa_init, .exit = (void *)sa_exit,       \
+        .cpu_acquire = (void *)sa_cpu_acquire, .cpu_release = (void *)sa_cpu_release,              \
+        .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST | (extra_flags), .timeout_ms = 30000,   \
+        .name = "softaff",                                                                         \
+    }
+
+/* ENQ_MIGRATION_DISABLED: enqueue also places a thread preempted where it may not migrate (see
+ * migration_off), which the kernel would otherwise put back on its CPU's own queue. */
 SEC(".struct_ops")
-struct sched_ext_ops softaff_ops = {
-    .select_cpu = (void *)sa_select_cpu,
-    .enqueue = (void *)sa_enqueue,
-    .dispatch = (void *)sa_dispatch,
-    .runnable = (void *)sa_runnable,
-    .running = (void *)sa_running,
-    .stopping = (void *)sa_stopping,
-    .quiescent = (void *)sa_quiescent,
-    .init = (void *)sa_init,
-    .exit = (void *)sa_exit,
-    .cpu_acquire = (void *)sa_cpu_acquire,
-    .cpu_release = (void *)sa_cpu_release,
-    /* ENQ_LAST: a thread at the end of its slice with nothing else to run is enqueued, not
-     * kept running by the kernel wherever it is (a thread away from home would stay there). */
-    /* ENQ_MIGRATION_DISABLED: enqueue also places a thread preempted where it may not migrate
-     * (see migration_off), which the kernel would otherwise put back on its CPU's own queue. */
-    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST | SCX_OPS_ENQ_MIGRATION_DISABLED,
-    /* The kernel's longest. In partial mode the fair class holds a CPU for as long as it has a
-     * runnable task, and a thread preempted while it could not migrate waits for that CPU
-     * (without ENQ_MIGRATION_DISABLED, on its own queue, where nothing here can move it: the
-     * kernel's dump of the stall in the 2-node host showed "CPU 1/TCG" on CPU 0's local queue
-     * behind a fair taskset, 6.2 s, and 580 such enqueues in 10 s). 5000 ejected the scheduler
-     * for that. */
-    .timeout_ms = 30000,
-    .name = "softaff",
-};
+struct sched_ext_ops softaff_ops = SOFTAFF_OPS(SCX_OPS_ENQ_MIGRATION_DISABLED);
 
 /* The same ops for kernels without SCX_OPS_ENQ_MIGRATION_DISABLED (older ones): the loader
  * creates only the one the running kernel takes. */
 SEC(".struct_ops")
-struct sched_ext_ops softaff_ops_plain = {
-    .select_cpu = (void *)sa_select_cpu,
-    .enqueue = (void *)sa_enqueue,
-    .dispatch = (void *)sa_dispatch,
-    .runnable = (void *)sa_runnable,
-    .running = (void *)sa_running,
-    .stopping = (void *)sa_stopping,
-    .quiescent = (void *)sa_quiescent,
-    .init = (void *)sa_init,
-    .exit = (void *)sa_exit,
-    .cpu_acquire = (void *)sa_cpu_acquire,
-    .cpu_release = (void *)sa_cpu_release,
-    .flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
-    .timeout_ms = 30000,
-    .name = "softaff",
-};
+struct sched_ext_ops softaff_ops_plain = SOFTAFF_OPS(0);
