@@ -208,6 +208,7 @@ struct SaCore {
     /* event sensing (core.c): NULL sense = /proc on the tick alone */
     bool sensing_started; /* sa_core_start_sensing was called (reloads follow the mode) */
     SaSense *sense;
+    bool sense_yielded; /* mode=auto left the sensor out: the sched_ext scheduler runs */
     /* its tracked threads' totals, read at once the first time a tick needs them (sample.c,
        kept in sense-times.c) */
     SaSenseTimes *sense_times;
@@ -284,6 +285,9 @@ double sa_idle_check_verdict_seconds(const SaIdleCheck *c);
 bool sa_core_start_sensing(SaCore *core, GError **error);
 /* Unloads the sensor and its watch (shutdown, free). */
 void sa_core_stop_sensing(SaCore *core);
+/* After the actuation changed (the scheduler started, stopped or was ejected): mode=auto loads
+ * the sensor while re-pinning and leaves it out while the sched_ext scheduler runs. */
+void sa_core_refit_sensing(SaCore *core);
 /* "bpf" or "proc", and why. */
 const char *sa_core_sensing_mode(const SaCore *core);
 /* Where per-CPU utilization comes from: "bpf" (the sensor's idle time) or "proc" (/proc/stat:

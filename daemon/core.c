@@ -235,14 +235,24 @@ void sa_core_stop_sensing(SaCore *core)
     g_clear_pointer(&core->sense, sa_sense_free);
 }
 
-/* The sensor per the mode, or NULL with why in *reason. */
-static SaSense *load_sensor(const SaConfig *cfg, char **reason)
+/* The sensor per the mode, or NULL with why in *reason. While the sched_ext scheduler runs,
+ * mode=auto leaves it out: the scheduler places every vCPU at each wakeup, so an event would
+ * only wake softaffd to find nothing to re-pin, and the sensor's programs run at every switch
+ * of the host (the owner's throughput under the scheduler, docs/benchmarks.md section 14).
+ * mode=bpf keeps it, as asked. */
+static SaSense *load_sensor(const SaCore *core, char **reason)
 {
     g_autoptr(GError) error = NULL;
+    const SaConfig *cfg = core->cfg;
     SaSense *s = NULL;
 
     if (cfg->sensing_mode == SA_SENSING_PROC) {
         *reason = g_strdup("[sensing] mode=proc");
+        return NULL;
+    }
+    if (cfg->sensing_mode == SA_SENSING_AUTO && core->sched) {
+        *reason = g_strdup("the sched_ext scheduler places the vCPUs at each wakeup: no BPF "
+                           "events while it runs ([sensing] mode=auto)");
         return NULL;
     }
     s = sa_sense_new(&error);
@@ -267,7 +277,8 @@ bool sa_core_start_sensing(SaCore *core, GError **error)
     if (core->idle_check)
         sa_idle_check_reset(core->idle_check);
     core->sensing_started = true;
-    core->sense = load_sensor(cfg, &core->sensing_reason);
+    core->sense = load_sensor(core, &core->sensing_reason);
+    core->sense_yielded = !core->sense && cfg->sensing_mode == SA_SENSING_AUTO && core->sched;
     core->sense_gen++;
     if (!core->sense && cfg->sensing_mode == SA_SENSING_BPF) {
         g_set_error(error, SA_ERROR, SA_ERROR_UNSUPPORTED, "[sensing] mode=bpf: %s",
@@ -284,6 +295,16 @@ bool sa_core_start_sensing(SaCore *core, GError **error)
         g_info("sensing: /proc on the tick alone: %s", core->sensing_reason);
     }
     return true;
+}
+
+void sa_core_refit_sensing(SaCore *core)
+{
+    if (!core->sensing_started || core->cfg->sensing_mode != SA_SENSING_AUTO)
+        return;
+    /* Only where the scheduler's state no longer matches: a sensor that could not load while
+     * re-pinning is not tried again at every change. */
+    if ((core->sched && core->sense) || (!core->sched && core->sense_yielded))
+        sa_core_start_sensing(core, NULL);
 }
 
 /* Adds to watch the partitions other than its home that vm is allowed onto; false: none. */

@@ -450,6 +450,7 @@ bool sa_core_start_actuation(SaCore *core, GError **error)
                     core->actuation_reason);
         if (was_sched)
             repin_all(core);
+        sa_core_refit_sensing(core);
         return false;
     }
     if (core->sched) {
@@ -462,6 +463,7 @@ bool sa_core_start_actuation(SaCore *core, GError **error)
         if (was_sched)
             repin_all(core);
     }
+    sa_core_refit_sensing(core);
     return true;
 }
 
@@ -494,6 +496,7 @@ void sa_core_reload_actuation(SaCore *core, SaActuationMode old_mode)
             core->actuation_reason =
                 g_strdup_printf("the scheduler refused the partitions: %s", error->message);
             repin_all(core);
+            sa_core_refit_sensing(core);
         }
         parts_clear(&p);
     }
@@ -545,6 +548,8 @@ static void ejected(SaCore *core, const SaSchedExit *x)
     g_free(core->actuation_reason);
     core->actuation_reason = g_strdup_printf("the kernel ejected the scheduler: %s", what);
     repin_all(core);
+    /* Re-pinning again: mode=auto's BPF events come back. */
+    sa_core_refit_sensing(core);
 }
 
 /* What a counter of the scheduler grew by since the last read: all of it when it went back

@@ -334,13 +334,14 @@ static bool create_core(App *app, const Options *o)
         return false;
     }
     sa_core_fleet_start(app->core);
-    /* --once decides once: no main loop to hear events. */
-    if (!o->once && !sa_core_start_sensing(app->core, &error)) {
+    /* --once pins and exits: a scheduler would leave with the process. Actuation first: while
+     * the scheduler runs, mode=auto senses without the BPF sensor (core.c). */
+    if (!o->once && !sa_core_start_actuation(app->core, &error)) {
         g_critical("%s", error->message);
         return false;
     }
-    /* --once pins and exits: a scheduler would leave with the process. */
-    if (!o->once && !sa_core_start_actuation(app->core, &error)) {
+    /* --once decides once: no main loop to hear events. */
+    if (!o->once && !sa_core_start_sensing(app->core, &error)) {
         g_critical("%s", error->message);
         return false;
     }

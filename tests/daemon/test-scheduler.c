@@ -13,6 +13,7 @@
  * a thread left in SCHED_EXT is released once while re-pinning. */
 #include <glib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "actuator.h"
 #include "core-bed.h"
@@ -707,6 +708,65 @@ static void test_narrowed(Fx *fx, gconstpointer data)
     g_hash_table_unref(narrowed_tids);
 }
 
+/* The BPF sensor while the scheduler runs: mode=auto leaves it out (the reason in the status)
+ * and loads it again at the ejection, when re-pinning needs its events; mode=bpf keeps it. */
+static void test_sensing(Fx *fx, gconstpointer data)
+{
+    SaCore *core = fx->core;
+    g_autofree char *btf_dir =
+        g_build_filename(g_getenv("SOFTAFF_SYSFS_ROOT"), "kernel", "btf", NULL);
+    g_autofree char *btf = g_build_filename(btf_dir, "vmlinux", NULL);
+
+    /* The sensor is the host's real one: the fake sysfs lends it the kernel's BTF. */
+    g_assert_cmpint(g_mkdir_with_parents(btf_dir, 0755), ==, 0);
+    if (access("/sys/kernel/btf/vmlinux", R_OK) == 0)
+        g_assert_cmpint(symlink("/sys/kernel/btf/vmlinux", btf), ==, 0);
+    core->cfg->sensing_mode = SA_SENSING_AUTO;
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    if (!core->sense) {
+        if (g_strcmp0(g_getenv("SOFTAFF_REQUIRE_VM"), "1") == 0)
+            g_error("SOFTAFF_REQUIRE_VM=1 and the BPF sensor does not load: %s",
+                    core->sensing_reason);
+        g_test_skip_printf("the BPF sensor does not load here: %s", core->sensing_reason);
+        return;
+    }
+    start(fx, SA_ACTUATION_SCHED_EXT, true);
+    g_assert_null(core->sense);
+    g_assert_cmpstr(sa_core_sensing_mode(core), ==, "proc");
+    g_autofree char *json = status(fx);
+    assert_in(json, "\"sensing\":{\"mode\":\"proc\",\"reason\":\"the sched_ext scheduler "
+                    "places the vCPUs at each wakeup: no BPF events while it runs ([sensing] "
+                    "mode=auto)\"");
+    /* A reload that keeps the modes keeps it out. */
+    g_autoptr(GError) error = NULL;
+    SaConfig *cfg = test_config(SA_ACTUATION_SCHED_EXT);
+    SaTopology *topo = sa_topology_load(SA_LAYOUT_NODE, NULL, &error);
+
+    g_assert_no_error(error);
+    cfg->sensing_mode = SA_SENSING_AUTO;
+    sa_core_reload(core, cfg, topo);
+    g_assert_true(core->sched != NULL);
+    g_assert_null(core->sense);
+
+    fs.exit.kind = 1026;
+    fs.exit.what = "stall";
+    bed_step(fx, 1);
+    g_assert_cmpstr(sa_core_actuation_mode(core), ==, "pin");
+    g_assert_nonnull(core->sense);
+    g_assert_cmpstr(sa_core_sensing_mode(core), ==, "bpf");
+    g_autofree char *after = status(fx);
+    assert_in(after, "\"sensing\":{\"mode\":\"bpf\",\"reason\":\"BPF program loaded "
+                     "([sensing] mode=auto)\"");
+
+    /* mode=bpf asked for the sensor: it stays beside the scheduler. */
+    fs.exit.kind = 0;
+    core->cfg->sensing_mode = SA_SENSING_BPF;
+    g_assert_true(sa_core_start_sensing(core, NULL));
+    start(fx, SA_ACTUATION_SCHED_EXT, true);
+    g_assert_nonnull(core->sense);
+    g_assert_cmpstr(sa_core_sensing_mode(core), ==, "bpf");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -723,5 +783,6 @@ int main(int argc, char **argv)
     ADD("/scheduler/reload", test_reload);
     ADD("/scheduler/release", test_release);
     ADD("/scheduler/narrowed", test_narrowed);
+    ADD("/scheduler/sensing", test_sensing);
     return g_test_run();
 }

@@ -13,7 +13,8 @@ soft, home node 1), B (1 vCPU, home node 0, paused: an idle owner).
      emulator and I/O threads stay at home as after a SIGKILL while re-pinning; softaffd
      started again with mode=pin sets them back to SCHED_OTHER and says so.
   4. The kernel ejects the scheduler (sysrq-S, the kernel's own "disable sched_ext"): softaffd
-     logs it with the kernel's reason, status says pin and one ejection, and it goes on
+     logs it with the kernel's reason, status says pin and one ejection (and the BPF sensor,
+     left out while the scheduler ran under [sensing] mode=auto, is loaded again), and it goes on
      re-pinning without a restart: A pinned home at once, then bursting onto node 0 by a pin
      (B paused), then back on CPU 1 once B resumes (a busy owner).
      SIGTERM gives them their own set back.
@@ -228,6 +229,10 @@ def phase_ejection(r):
     r.in_ext("vCPU threads in the ext class (mode=auto)")
     a = r.actuation()
     expect(a["mode"] == "sched_ext", "auto takes the scheduler on this kernel: %s" % a)
+    # [sensing] mode=auto leaves the BPF sensor out while the scheduler places the vCPUs.
+    sens = r.status()["daemon"]["sensing"]
+    expect(sens["mode"] == "proc" and "sched_ext scheduler" in sens["reason"],
+           "status: no BPF sensor beside the scheduler: %s" % sens)
     time.sleep(2)
     r.sh("echo S >/proc/sysrq-trigger")
     a = r.wait_for("softaffd notices the ejection within 30 s",
@@ -239,6 +244,11 @@ def phase_ejection(r):
     log = r.saved_log("ejected")
     said = [ln for ln in log.splitlines() if "the kernel ejected the sched_ext scheduler" in ln]
     expect(len(said) == 1, "the ejection is logged once with the kernel's reason: %s" % said)
+    # Re-pinning needs the sensor's events again: it is back.
+    sens = r.wait_for("the BPF sensor is loaded again after the ejection",
+                      lambda: (lambda x: x if x["mode"] == "bpf" else None)(
+                          r.status()["daemon"]["sensing"]), timeout=30, step=1)
+    mnhost.log("sensing after the ejection: %s" % json.dumps(sens))
     t = r.threads()
     expect(all(x["policy"] == 0 for x in t.rows) and t.state == "disabled",
            "every thread is SCHED_OTHER, the scheduler gone", str(t))
