@@ -28,7 +28,9 @@ Phases per configuration:
   (b)+(c) owner / both busy: B resumed (steady spinner, the owner of node 0) while A spins: B's
       vCPU run time (its throughput) against hard's; B's run delay per timeslice, per sample
       interval (schedstat wait-ns delta / timeslices delta), p50 / p99 over the intervals and the
-      window's mean; each VM's share of sampled vCPU positions on its home CPU (the thread's last
+      window's mean; then TRACE_S (5) s of the kernel's sched_wakeup / sched_switch events
+      (ftrace): B's delay per wakeup (wakeup to running) and per preemption (switched out
+      runnable to running), p50 / p99 over the events; each VM's share of sampled vCPU positions on its home CPU (the thread's last
       CPU, stat field 39), and for sched_ext the scheduler's own home/away run-time counters;
   (d) affinity changes: each sample reads every vCPU thread's Cpus_allowed_list; a VM's change is
       a sample in which one of its vCPU sets differs from the sample before, per VM per 10 s over
@@ -47,8 +49,11 @@ SOFTAFF_MN_TCG_THREAD=multi runs the host with multi-threaded TCG (default singl
 test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8)."""
 
 import argparse
+import base64
+import gzip
 import json
 import os
+import re
 import sys
 import time
 
@@ -108,6 +113,54 @@ while :; do
     kill -STOP $p; read -t $2 -u 3
 done
 """
+
+# Delay per wakeup, by the kernel's own events: after the owner window, TRACE_S seconds of
+# ftrace (sched_wakeup, sched_switch) in the host's trace buffer, read once at the end. The
+# tracing costs CPU in the TCG host, so the run figures come from the untraced window before.
+TRACE_S = 5
+TRACE = "/sys/kernel/tracing"
+TRACE_ON = ("mountpoint -q {t} || mount -t tracefs nodev {t}; echo 0 >{t}/tracing_on; "
+            "echo >{t}/trace; echo 16384 >{t}/buffer_size_kb; "
+            "for e in sched_switch sched_wakeup; do echo 1 >{t}/events/sched/$e/enable; done; "
+            "echo 1 >{t}/tracing_on").format(t=TRACE)
+TRACE_OFF = ("echo 0 >{t}/tracing_on; "
+             "for e in sched_switch sched_wakeup; do echo 0 >{t}/events/sched/$e/enable; done; "
+             "gzip -c {t}/trace | base64 -w0; echo >{t}/trace").format(t=TRACE)
+SWITCH = re.compile(r"\[(\d+)\].*?\s([\d.]+): sched_switch: prev_comm=.*? prev_pid=(\d+) "
+                    r"prev_prio=-?\d+ prev_state=(\S+) ==> next_comm=.*? next_pid=(\d+)")
+WAKEUP = re.compile(r"\s([\d.]+): sched_wakeup: comm=.*? pid=(\d+) ")
+
+
+def wakeup_delays(text, tids):
+    """From a trace: per thread of tids, the delays (ms) from each wakeup (sched_wakeup) to its
+    next switch in, and from each preemption (switched out still runnable) to its next switch
+    in; and the seconds traced."""
+    since, kind = {}, {}
+    out = {t: {"wakeup": [], "preempted": []} for t in tids}
+    first = last = None
+    for line in text.splitlines():
+        m = SWITCH.search(line)
+        if m:
+            ts = float(m.group(2))
+            first = ts if first is None else first
+            last = ts
+            prev, state, nxt = int(m.group(3)), m.group(4), int(m.group(5))
+            if prev in out and state.startswith("R"):
+                since[prev], kind[prev] = ts, "preempted"
+            if nxt in out and nxt in since:
+                out[nxt][kind.pop(nxt)].append((ts - since.pop(nxt)) * 1000)
+            continue
+        m = WAKEUP.search(line)
+        if m:
+            pid = int(m.group(2))
+            if pid in out and pid not in since:
+                since[pid], kind[pid] = float(m.group(1)), "wakeup"
+    return out, (last - first) if first is not None else 0.0
+
+
+def delay_figures(xs):
+    return {"n": len(xs), "p50_ms": pct(xs, 50), "p99_ms": pct(xs, 99),
+            "max_ms": max(xs) if xs else float("nan")}
 
 
 def log(msg):
@@ -296,9 +349,27 @@ class Bench:
         self.sh("virsh -c qemu:///system resume mn-B >/dev/null")
         try:
             time.sleep(3)
-            return self.window(seconds)
+            res = self.window(seconds)
+            res["traced"] = self.trace(TRACE_S)
+            return res
         finally:
             self.sh("virsh -c qemu:///system suspend mn-B >/dev/null")
+
+    def trace(self, seconds):
+        """The vCPU threads' delays per wakeup and per preemption over seconds of ftrace."""
+        self.sh(TRACE_ON)
+        time.sleep(seconds)
+        data = self.sh(TRACE_OFF, timeout=300).strip()
+        text = gzip.decompress(base64.b64decode(data)).decode(errors="replace")
+        res = {}
+        for vm, tids in self.tids.items():
+            per, secs = wakeup_delays(text, tids)
+            res["seconds"] = secs
+            res[vm] = {k: delay_figures([x for t in tids for x in per[t][k]])
+                       for k in ("wakeup", "preempted")}
+            res[vm]["all"] = delay_figures([x for t in tids for k in ("wakeup", "preempted")
+                                            for x in per[t][k]])
+        return res
 
     def start_softaffd(self, mode):
         self.sh("mkdir -p /etc/softaff /run/softaff && cat >/etc/softaff/softaff.conf <<'EOF'\n"
@@ -399,6 +470,16 @@ def softaffd_cpu(c):
     return sum(w["softaffd_cpu"] * w["seconds"] for w in ws) / sum(w["seconds"] for w in ws)
 
 
+def wakeup(owner):
+    """B's delay per event (a wakeup or a preemption: a spinning vCPU is mostly preempted, by
+    its emulator thread and the host's other work, and seldom sleeps) in the owner phase's
+    trace, with the wakeups' count; or None (not traced)."""
+    t = owner.get("traced")
+    if not t or "B" not in t:
+        return None
+    return dict(t["B"]["all"], wakeups=t["B"]["wakeup"]["n"])
+
+
 def fmt(x, f="%.3f"):
     return "-" if x is None else f % x
 
@@ -407,7 +488,9 @@ def table(results):
     by = {c["config"]: c for c in results["configs"]}
     pats = list(by["none"]["spiky"].keys())
     head = (["config"] + ["A run %s (/none)" % p for p in pats]
-            + ["B run owner (/hard)", "B delay p50 / p99 ms (p99 - hard)", "B delay mean ms",
+            + ["B run owner (/hard)", "B delay p50 / p99 ms (p99 - hard)",
+               "B delay per wakeup or preemption p50 / p99 ms, n (wakeups) (p99 - hard)",
+               "B delay mean ms",
                "home A / B (sampled)", "home A / B (scheduler)",
                "changes/VM/10 s A / B (sampled)", "changes/10 s A / B (status)", "softaffd CPU"])
     rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -424,6 +507,9 @@ def table(results):
         cells.append("%.3f (%.3f)" % (o["B"]["run"], o["B"]["run"] / hard_b["run"]))
         cells.append("%.2f / %.2f (%+.2f)" % (o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
                                              o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]))
+        w, hw = wakeup(o), wakeup(by["hard"]["owner"])
+        cells.append("-" if w is None or hw is None else "%.2f / %.2f, %d (%d) (%+.2f)" % (
+            w["p50_ms"], w["p99_ms"], w["n"], w["wakeups"], w["p99_ms"] - hw["p99_ms"]))
         cells.append("%.2f" % o["B"]["delay_mean_ms"])
         cells.append("%.1f%% / %.1f%%" % (100 * o["A"]["home_share_sampled"],
                                           100 * o["B"]["home_share_sampled"]))
@@ -452,6 +538,9 @@ def round_ratios(rnd):
              for p in c["spiky"] if p in by["none"]["spiky"]}
         r["owner run /hard"] = o["B"]["run"] / hard_b["run"]
         r["owner p99 - hard ms"] = o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]
+        w, hw = wakeup(o), wakeup(by["hard"]["owner"])
+        if w is not None and hw is not None:
+            r["owner p99 per wakeup or preemption - hard ms"] = w["p99_ms"] - hw["p99_ms"]
         sa = sched_home_share(o, "A")
         r["home A"] = sa if sa is not None else o["A"]["home_share_sampled"]
         r["changes A /10 s"] = changes_per_10s(c, "A")
