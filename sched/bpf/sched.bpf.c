@@ -557,15 +557,96 @@ s32 BPF_PROG(sa_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
     return cpu >= 0 ? cpu : prev_cpu;
 }
 
+/* Onto cpu's own queue (a CPU claimed idle), and wake it. */
+static void place_on(struct task_struct *p, s32 cpu, u64 slice, u64 enq_flags)
+{
+    scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice, enq_flags);
+    scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+/* Whether p, a thread homed by t, may stay on cpu of partition part as a visitor: part is not
+ * its home, it is within its reach and its own set has cpu, and no owner kicked it off
+ * (st->kicked). The rule of enqueue's "visitor stays" and of dispatch's keep_visitor. */
+static bool may_stay(const struct sa_sched_thread *t, const struct sa_sched_stats *st,
+                     struct task_struct *p, s32 cpu, u32 part)
+{
+    if (cpu < 0 || part == t->home || part == SA_SCHED_NONE || (st && st->kicked))
+        return false;
+    return may_run_on(t, part) && bpf_cpumask_test_cpu(cpu, p->cpus_ptr);
+}
+
+/* Enqueue, a thread the kernel may not move now (migration_off): it may only run where it is
+ * until it leaves that section. At home: in home's queue by vtime like any owner (that CPU
+ * takes it at its turn; the others pass it by), or now if that CPU is idle. Left to the
+ * kernel, it would go straight back onto that CPU's own queue with a fresh slice, ahead of the
+ * owners waiting in home's queue, as often as it is preempted there: an owner beside it
+ * starved 31 s on one home CPU and the watchdog ejected the scheduler (test-sched-home.py,
+ * strict). Away: on that CPU's own queue. */
+static void enqueue_unmovable(struct task_struct *p, const struct sa_sched_thread *t,
+                              struct sa_sched_stats *st, s32 here, u64 enq_flags)
+{
+    if (here >= 0 && part_of(here) == t->home) {
+        if (scx_bpf_test_and_clear_cpu_idle(here)) {
+            place_on(p, here, slice_owner_ns, enq_flags);
+            return;
+        }
+        queue_vtime(p, st, t->home, enq_flags);
+        kick_visitor(p, st, here);
+        return;
+    }
+    scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
+}
+
+/* Enqueue, the last step: no idle CPU takes p, so it waits at home, on the runqueue of a home
+ * CPU (home_cpu). Already on one: in home's queue, in vtime order (a thread asleep long gets
+ * at most one slice of credit). On a CPU elsewhere (a visitor sent home, a thread switched in
+ * away): onto a home CPU's own queue, which moves it to that CPU's runqueue; it runs there
+ * next. But if it may come back here (reach, own set) and either a higher class holds every
+ * home CPU it may use, or a higher class just took this CPU from it (a visitor, REENQ: often
+ * an emulator thread's blip): in home's queue, from where a home CPU takes it at its next
+ * turn, or this CPU as soon as the higher class lets go (a pull when no owner waits here, or
+ * starving). A held CPU's own queue would keep it from every other CPU, and a home CPU's own
+ * queue would keep a visitor preempted for microseconds waiting a whole owner's slice. A set
+ * without a home CPU: it waits in the queue of the partition it is on. Owners first: a visitor
+ * on a home CPU it may use leaves now. */
+static void wait_at_home(struct task_struct *p, const struct sa_sched_thread *t,
+                         struct sa_sched_stats *st, s32 here, bool reenq, u64 enq_flags)
+{
+    u32 home = t->home, queue;
+    s32 wait_cpu = home_cpu(p, t, here), cpu;
+
+    if (wait_cpu >= 0 && wait_cpu != here &&
+        !((cpu_held(wait_cpu) || reenq) && here >= 0 && may_run_on(t, part_of(here)) &&
+          bpf_cpumask_test_cpu(here, p->cpus_ptr))) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | wait_cpu, slice_owner_ns, enq_flags);
+        kick_visitor(p, st, wait_cpu);
+        return;
+    }
+    queue = wait_cpu >= 0 ? home : part_of(here);
+    if (queue >= SA_SCHED_MAX_PARTS)
+        queue = home;
+    queue_vtime(p, st, queue, enq_flags);
+
+    cpu = scan_part(p, home, SCAN_VISITOR);
+    if (cpu < 0)
+        /* None: make sure an idle home CPU (one that went idle since the scan) dispatches. */
+        scan_part(p, home, SCAN_KICK_IDLE);
+    else
+        kick_visitor(p, st, cpu);
+}
+
+/* A thread becomes runnable, or its slice ended, or a higher class took its CPU (REENQ). In
+ * order: a thread the kernel may not move; an idle CPU at home; at home with nothing else to
+ * run there, it goes on; a visitor at its slice end stays while it may; an idle CPU away,
+ * nearest first, within its reach; else it waits at home. */
 SEC("struct_ops/sa_enqueue")
 void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
 {
-    u32 tid = p->pid, home;
+    u32 tid = p->pid;
     struct sa_sched_thread *t;
     struct sa_sched_stats *st;
-    s32 cpu, here, wait_cpu;
-    u32 queue;
-    bool kicked, reenq;
+    s32 cpu, here;
+    bool reenq, stays;
 
     if (stall) {
         scx_bpf_dsq_insert(p, SA_SCHED_DSQ_STALL, slice_owner_ns, enq_flags);
@@ -579,103 +660,47 @@ void BPF_PROG(sa_enqueue, struct task_struct *p, u64 enq_flags)
     st = stats_of(p, t);
     if (st && !st->queued_at)
         st->queued_at = bpf_ktime_get_ns();
-    home = t->home;
     here = scx_bpf_task_cpu(p);
 
-    /* It may only run where it is until it leaves that section. At home: in home's queue by
-     * vtime like any owner (that CPU takes it at its turn; the others pass it by), or now if
-     * that CPU is idle. Left to the kernel, it would go straight back onto that CPU's own queue
-     * with a fresh slice, ahead of the owners waiting in home's queue, as often as it is
-     * preempted there: an owner beside it starved 31 s on one home CPU and the watchdog ejected
-     * the scheduler (test-sched-home.py, strict). Away: on that CPU's own queue. */
     if (migration_off(p)) {
-        if (here >= 0 && part_of(here) == home) {
-            if (scx_bpf_test_and_clear_cpu_idle(here)) {
-                scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | here, slice_owner_ns, enq_flags);
-                scx_bpf_kick_cpu(here, SCX_KICK_IDLE);
-                return;
-            }
-            queue_vtime(p, st, home, enq_flags);
-            kick_visitor(p, st, here);
-            return;
-        }
-        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
+        enqueue_unmovable(p, t, st, here, enq_flags);
         return;
     }
-
     /* Home first, if a CPU there is idle. */
     cpu = idle_at_home(p, t, here);
     if (cpu >= 0) {
-        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_owner_ns, enq_flags);
-        scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+        place_on(p, cpu, slice_owner_ns, enq_flags);
         return;
     }
     /* Placed again because a higher class took its CPU (cpu_release): it does not stay there. */
     reenq = enq_flags & SCX_ENQ_REENQ;
     /* At home with nothing else to run here: go on. */
-    if ((enq_flags & SCX_ENQ_LAST) && !reenq && here >= 0 && part_of(here) == home &&
+    if ((enq_flags & SCX_ENQ_LAST) && !reenq && here >= 0 && part_of(here) == t->home &&
         bpf_cpumask_test_cpu(here, p->cpus_ptr)) {
         scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_owner_ns, enq_flags);
         return;
     }
-    /* A visitor at the end of its slice stays where it is while no owner there waits: none
-     * queued for the partition or already moved to this CPU, and it was not kicked off. */
-    kicked = st && st->kicked;
+    /* A visitor stays while no owner there waits: none queued for the partition or already
+     * moved to this CPU. An owner's kick counts once. */
+    stays = !(enq_flags & SCX_ENQ_WAKEUP) && !reenq && here >= 0 &&
+            may_stay(t, st, p, here, part_of(here));
     if (st)
         st->kicked = 0;
-    if (!(enq_flags & SCX_ENQ_WAKEUP) && !reenq && here >= 0 && !kicked) {
-        u32 part = part_of(here);
-
-        if (part != home && part != SA_SCHED_NONE && may_run_on(t, part) &&
-            bpf_cpumask_test_cpu(here, p->cpus_ptr) && scx_bpf_dsq_nr_queued(part) == 0 &&
-            scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) == 0) {
-            scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
-            return;
-        }
+    if (stays && scx_bpf_dsq_nr_queued(part_of(here)) == 0 &&
+        scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL) == 0) {
+        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_visit_ns, enq_flags);
+        return;
     }
     cpu = idle_away(p, t);
     if (cpu >= 0) {
-        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_visit_ns, enq_flags);
-        scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+        place_on(p, cpu, slice_visit_ns, enq_flags);
         return;
     }
-
-    /* It waits at home, on the runqueue of a home CPU (home_cpu). Already on one: in home's
-     * queue, in vtime order (a thread asleep long gets at most one slice of credit). On a CPU
-     * elsewhere (a visitor sent home, a thread switched in away): onto a home CPU's own queue,
-     * which moves it to that CPU's runqueue; it runs there next. But if it may come back here
-     * (reach, own set) and either a higher class holds every home CPU it may use, or a higher
-     * class just took this CPU from it (a visitor, REENQ: often an emulator thread's blip):
-     * in home's queue, from where a home CPU takes it at its next turn, or this CPU as soon as
-     * the higher class lets go (a pull when no owner waits here, or starving). A held CPU's own
-     * queue would keep it from every other CPU, and a home CPU's own queue would keep a visitor
-     * preempted for microseconds waiting a whole owner's slice. A set without a home CPU: it
-     * waits in the queue of the partition it is on. */
-    wait_cpu = home_cpu(p, t, here);
-    if (wait_cpu >= 0 && wait_cpu != here &&
-        !((cpu_held(wait_cpu) || reenq) && here >= 0 && may_run_on(t, part_of(here)) &&
-          bpf_cpumask_test_cpu(here, p->cpus_ptr))) {
-        scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | wait_cpu, slice_owner_ns, enq_flags);
-        kick_visitor(p, st, wait_cpu);
-        return;
-    }
-    queue = wait_cpu >= 0 ? home : part_of(here);
-    if (queue >= SA_SCHED_MAX_PARTS)
-        queue = home;
-    queue_vtime(p, st, queue, enq_flags);
-
-    /* Owners first: a visitor on a home CPU this thread may use leaves now. */
-    cpu = scan_part(p, home, SCAN_VISITOR);
-    if (cpu < 0)
-        /* None: make sure an idle home CPU (one that went idle since the scan) dispatches. */
-        scan_part(p, home, SCAN_KICK_IDLE);
-    else
-        kick_visitor(p, st, cpu);
+    wait_at_home(p, t, st, here, reenq, enq_flags);
 }
 
 /* A visitor at the end of its slice on cpu (of partition part), with nothing else for cpu to
- * run: it goes on with a new slice while it may stay (the rule of enqueue's "visitor stays":
- * within its reach and its own set, not kicked off by an owner), unless a CPU of its home it
+ * run: it goes on with a new slice while it may stay (may_stay), unless a CPU of its home it
  * may use is idle (then enqueue sends it home). Left to SCX_ENQ_LAST, the kernel would first
  * switch cpu to idle and enqueue would put the visitor straight back: two context switches per
  * visitor slice, which a trace in the TCG test host showed costing 0.2 ms of every 3-4 ms, and
@@ -684,12 +709,8 @@ static bool keep_visitor(struct task_struct *prev, s32 cpu, u32 part)
 {
     u32 tid = prev->pid;
     struct sa_sched_thread *t = bpf_map_lookup_elem(&threads, &tid);
-    struct sa_sched_stats *st;
 
-    if (!t || t->home == part || !may_run_on(t, part) || !bpf_cpumask_test_cpu(cpu, prev->cpus_ptr))
-        return false;
-    st = bpf_map_lookup_elem(&stats, &tid);
-    if (st && st->kicked)
+    if (!t || !may_stay(t, bpf_map_lookup_elem(&stats, &tid), prev, cpu, part))
         return false;
     if (scan_part(prev, t->home, SCAN_PEEK_IDLE) >= 0)
         return false;
