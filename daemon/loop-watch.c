@@ -3,11 +3,15 @@
 
 #include "loop-watch.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#define BEAT_MS 100
+/* Beats are few: every wakeup preempts a vCPU somewhere, and under TCG one costs about half a
+ * millisecond of CPU (docs/benchmarks.md section 14). The watch wakes when the beat would be
+ * late, and every beat while the loop is stuck. */
+#define BEAT_MS 250
 #define LATE_US (500 * G_USEC_PER_SEC / 1000)
 
 static const char *current_step; /* atomic */
@@ -16,7 +20,9 @@ struct SaLoopWatch {
     gint64 beat_us; /* g_get_monotonic_time() of the last beat (atomic) */
     guint source;
     GThread *thread;
-    gint stop;
+    GMutex lock;
+    GCond cond;
+    bool stop; /* under lock */
     pid_t main_tid;
 };
 
@@ -50,10 +56,15 @@ static gpointer watch_thread(gpointer data)
 {
     SaLoopWatch *w = data;
     gint64 stuck_since = 0;
-    while (!g_atomic_int_get(&w->stop)) {
-        g_usleep(BEAT_MS * 1000);
-        gint64 now = g_get_monotonic_time();
+
+    g_mutex_lock(&w->lock);
+    while (!w->stop) {
         gint64 last = __atomic_load_n(&w->beat_us, __ATOMIC_RELAXED);
+        gint64 wake = stuck_since ? g_get_monotonic_time() + BEAT_MS * 1000 : last + LATE_US;
+        if (g_cond_wait_until(&w->cond, &w->lock, wake) || w->stop)
+            continue; /* signalled: stopping (or a spurious wakeup: look again) */
+        gint64 now = g_get_monotonic_time();
+        last = __atomic_load_n(&w->beat_us, __ATOMIC_RELAXED);
         if (now - last < LATE_US) {
             if (stuck_since)
                 g_warning("main loop: stuck for %.2f s, running again", (now - stuck_since) / 1e6);
@@ -75,6 +86,7 @@ static gpointer watch_thread(gpointer data)
                   "wait channel %s, system call %s",
                   (now - last) / 1e6, step ? step : "(no marked step)", wchan, syscall);
     }
+    g_mutex_unlock(&w->lock);
     return NULL;
 }
 
@@ -82,6 +94,8 @@ SaLoopWatch *sa_loop_watch_start(void)
 {
     SaLoopWatch *w = g_new0(SaLoopWatch, 1);
     w->main_tid = gettid();
+    g_mutex_init(&w->lock);
+    g_cond_init(&w->cond);
     beat(w);
     w->source = g_timeout_add(BEAT_MS, beat, w);
     w->thread = g_thread_new("loop-watch", watch_thread, w);
@@ -92,8 +106,13 @@ void sa_loop_watch_stop(SaLoopWatch *w)
 {
     if (!w)
         return;
-    g_atomic_int_set(&w->stop, 1);
+    g_mutex_lock(&w->lock);
+    w->stop = true;
+    g_cond_signal(&w->cond);
+    g_mutex_unlock(&w->lock);
     g_thread_join(w->thread);
     g_source_remove(w->source);
+    g_mutex_clear(&w->lock);
+    g_cond_clear(&w->cond);
     g_free(w);
 }

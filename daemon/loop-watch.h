@@ -2,9 +2,9 @@
  *
  * Every control request, tick and libvirt event of softaffd runs on its one main loop: while a
  * callback blocks, `status` waits (the soak's invariant: an answer within 1 s). A timeout source
- * on the loop beats every 100 ms; a thread of its own looks at the beat every 100 ms and, when
- * the loop has not beaten for 500 ms, logs once where the main thread is: the step the loop
- * marked last (sa_loop_watch_step: a tick's phase, a libvirt event, a control request), the
+ * on the loop beats every 250 ms; a thread of its own wakes when the beat would be 500 ms late
+ * and, when the loop has not beaten for 500 ms, logs once where the main thread is: the step the
+ * loop marked last (sa_loop_watch_step: a tick's phase, a libvirt event, a control request), the
  * kernel's wait channel and the system call the thread is in (/proc/self/task/TID/wchan and
  * syscall). When the loop beats again it logs how long it was stuck. */
 #pragma once
