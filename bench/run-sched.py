@@ -30,16 +30,14 @@ Phases per configuration:
       interval (schedstat wait-ns delta / timeslices delta), p50 / p99 over the intervals and the
       window's mean; then TRACE_S (5) s of the kernel's sched_wakeup / sched_switch events
       (ftrace): B's delay per wakeup (wakeup to running) and per preemption (switched out
-      runnable to running), p50 / p99 over the events; each VM's share of sampled vCPU positions on its home CPU (the thread's last
-      CPU, stat field 39), and for sched_ext the scheduler's own home/away run-time counters;
+      runnable to running), p50 / p99 over the events; each VM's share of sampled vCPU
+      positions on its home CPU (the thread's last CPU, stat field 39), and for sched_ext the
+      scheduler's own home/away run-time counters;
   (d) affinity changes: each sample reads every vCPU thread's Cpus_allowed_list; a VM's change is
       a sample in which one of its vCPU sets differs from the sample before, per VM per 10 s over
       all phases (and softaffd's own "changes" counter from status at the phases' ends);
   (e) softaffd's CPU: utime + stime of /proc/PID/stat over the measured windows, % of one CPU.
-Before its windows, a softaff configuration waits (at most MEMORY_SETTLE_S) until softaffd has
-moved every VM's memory home (status: no memory.moving): that first move is a one-time cost of
-softaffd's start, which would otherwise fall into that configuration's first windows only. The
-wait, the bytes moved and those moved during the windows are reported.
+softaffd's CPU per tick (status tick_cpu_ms) is kept at each window's edges in results.json.
 All sampling is ONE bash loop of builtins per window (read from /proc, one line out per thread
 per sample, every 0.5 s), started with taskset -c 1: on CPU 0 the polls read as the owners' load
 (mnsensing.py). Status is read only at a window's edges, from CPU 1.
@@ -70,7 +68,6 @@ from mnsensing import cpulist  # noqa: E402
 CONFIGS = ("none", "hard", "softaff-pin", "softaff-sched_ext")
 PATTERNS = ((300, 2700), (100, 900), (20, 180))
 HOME = {"A": 1, "B": 0}
-MEMORY_SETTLE_S = 120
 
 # softaffd: the sched_ext tests' config ([sensing] at its default, auto: BPF events).
 CONF = S.SCHED_CONF
@@ -382,31 +379,11 @@ class Bench:
         self.h.start_softaffd(self.build)
         self.sd = int(self.sh("cat /run/softaff/started.pid").strip())
         time.sleep(5)
-        settle = self.settle_memory()
         st = self.status()
         act = (st or {}).get("daemon", {}).get("actuation")
         sens = (st or {}).get("daemon", {}).get("sensing")
         log("softaffd %d: actuation %s; sensing %s" % (self.sd, act, sens))
-        return {"actuation": act, "sensing": sens, "memory_settle": settle}
-
-    def settle_memory(self, limit=MEMORY_SETTLE_S):
-        """Waits until no VM's memory is on its way home (status memory.moving), at most limit
-        seconds: softaffd's first move of a VM's memory home is a one-time cost at its start, and
-        its mover thread's CPU would otherwise fall into the first windows of this configuration
-        only. Returns the seconds waited and the bytes moved meanwhile."""
-        t0 = time.time()
-        while True:
-            st = self.status() or {}
-            vms = st.get("vms", [])
-            moving = [v["name"] for v in vms if (v.get("memory") or {}).get("moving")]
-            moved = sum((v.get("memory") or {}).get("moved_bytes_total", 0) for v in vms)
-            waited = time.time() - t0
-            if not moving or waited >= limit:
-                log("memory: %.0f MiB moved home by softaffd; %s after %.1f s" % (
-                    moved / 2**20, "still moving (%s)" % ",".join(moving) if moving else "settled",
-                    waited))
-                return {"seconds": waited, "moved_bytes": moved, "settled": not moving}
-            time.sleep(2)
+        return {"actuation": act, "sensing": sens}
 
     def stop_softaffd(self):
         if self.sd:
@@ -449,9 +426,6 @@ def vm_summary(st):
     out = {"_daemon": {"tick_cpu_ms": st.get("daemon", {}).get("tick_cpu_ms")}}
     for v in st.get("vms", []):
         keep = {k: v.get(k) for k in ("changes", "bursts", "retreats") if k in v}
-        mem = v.get("memory") or {}
-        keep["memory"] = {"moved_bytes_total": mem.get("moved_bytes_total"),
-                          "moving": bool(mem.get("moving"))}
         if v.get("scheduler"):
             keep["scheduler"] = {k: v["scheduler"].get(k) for k in (
                 "run_home_seconds", "run_away_seconds", "visits", "wait_seconds",
@@ -496,20 +470,6 @@ def softaffd_cpu(c):
     if not ws:
         return None
     return sum(w["softaffd_cpu"] * w["seconds"] for w in ws) / sum(w["seconds"] for w in ws)
-
-
-def moved_in_windows(c):
-    """Bytes softaffd's mover moved home during the measured windows (status at their edges)."""
-    n = 0
-    for w in list(c["spiky"].values()) + [c["owner"]]:
-        st = w.get("status") or {}
-        for vm in ("A", "B"):
-            try:
-                n += (st["end"]["mn-" + vm]["memory"]["moved_bytes_total"]
-                      - st["start"]["mn-" + vm]["memory"]["moved_bytes_total"])
-            except (KeyError, TypeError):
-                pass
-    return n
 
 
 def wakeup(owner):
@@ -589,10 +549,6 @@ def round_ratios(rnd):
         cpu = softaffd_cpu(c)
         if cpu is not None:
             r["softaffd CPU"] = cpu
-        settle = (c.get("daemon") or {}).get("memory_settle")
-        if settle:
-            r["memory settle s"] = settle["seconds"]
-            r["memory moved in windows MiB"] = moved_in_windows(c) / 2**20
         out[name] = r
     return out
 
