@@ -96,7 +96,9 @@ def log_tails(r, h, log_lines, dmesg_lines):
         mnhost.log("softaffd log tail:\n" + r.log_tail(log_lines))
         mnhost.log("dmesg tail:\n" + h.run("dmesg | tail -n %d" % dmesg_lines, timeout=30).out)
     except (mnhost.HostError, OSError) as e:
-        mnhost.log("the host is gone (%s); its console:\n%s" % (e, h.console_tail(80)))
+        mnhost.log("the host is gone (%s)" % str(e).split("\n")[0])
+        if not isinstance(e, mnhost.HostGone):  # HostGone's text has the console already
+            mnhost.log("its console:\n" + h.console_tail(80))
 
 
 def domain_xml(name, vcpus, preferred, mode, kernel, mib=128):

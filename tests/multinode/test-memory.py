@@ -468,13 +468,14 @@ def main():
         # As test-sched-ext.py: single-threaded TCG (live code patching at each enable/disable).
         kw = {"kernel": "unstable",
               "tcg_single": os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"}
-    with mnhost.Host(build_dir=build, **kw) as h:
+
+    def body(h):
         try:
             r = scenario(h, build)
             write_series(r, build)
         finally:
-            log = h.run("tail -n 40 /var/log/softaffd.log", timeout=30)
-            mnhost.log("softaffd log tail:\n" + log.out)
+            mnhost.log_tail(h, "softaffd log tail", "tail -n 40 /var/log/softaffd.log")
+    mnhost.with_host(body, build_dir=build, **kw)
     mnhost.log("test-memory passed in %.1fs" % (time.monotonic() - t0))
     return 0
 

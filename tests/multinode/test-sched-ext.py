@@ -308,8 +308,8 @@ def main():
     # Single-threaded TCG: every enable and disable of sched_ext patches the kernel's code live,
     # which multi-threaded TCG turned into an int3 oops (tests/sched/run-tcg.sh, 2 of 8 runs).
     # Nothing here measures shares between the two CPUs.
-    with mnhost.Host(build_dir=build, kernel="unstable",
-                     tcg_single=os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single") as h:
+
+    def body(h):
         r = Run(h, build)
         try:
             expect(r.sh("cat /sys/kernel/sched_ext/state").strip() == "disabled",
@@ -323,6 +323,8 @@ def main():
             phase_ejection(r)
         finally:
             S.log_tails(r, h, 60, 20)
+    mnhost.with_host(body, build_dir=build, kernel="unstable",
+                     tcg_single=os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single")
     mnhost.log("test-sched-ext passed in %.1fs" % (time.monotonic() - t0))
     return 0
 

@@ -130,8 +130,8 @@ def window(r, name, set_args, expect_status):
 def main():
     build = mnhost.preflight()
     t0 = time.monotonic()
-    with mnhost.Host(build_dir=build, kernel="unstable",
-                     tcg_single=os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single") as h:
+
+    def body(h):
         r = Run(h, build)
         try:
             expect(r.sh("cat /sys/kernel/sched_ext/state").strip() == "disabled",
@@ -164,6 +164,8 @@ def main():
                            name, away, visits))
         finally:
             S.log_tails(r, h, 40, 10)
+    mnhost.with_host(body, build_dir=build, kernel="unstable",
+                     tcg_single=os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single")
     mnhost.log("test-sched-home passed in %.1fs" % (time.monotonic() - t0))
     return 0
 

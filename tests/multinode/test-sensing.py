@@ -114,7 +114,8 @@ def check_leave(r):
 def main():
     build = mnhost.preflight()
     t0 = time.monotonic()
-    with mnhost.Host(build_dir=build) as h:
+
+    def body(h):
         r = S.Run(h, build, mode=os.environ.get("SOFTAFF_MN_SENSING", "auto"))
         try:
             r.start_libvirt()
@@ -129,7 +130,8 @@ def main():
             mnhost.log("sensing at the end: %s" % r.status()["daemon"]["sensing"])
         finally:
             r.stop()
-            mnhost.log("softaffd log tail:\n" + r.log_tail())
+            S.log_tails(r, h, 40, 10)
+    h = mnhost.with_host(body, build_dir=build)
     mnhost.log("test-sensing (%s kernel) passed in %.1fs" % (h.kernel, time.monotonic() - t0))
     return 0
 

@@ -66,20 +66,22 @@ def check_softaffd(h, build):
         out = h.check("%s/ctl/softaffctl status --json" % build, timeout=30)
         check_partitions(json.loads(out), "softaffd status", key="id")
     finally:
-        log = h.run("pkill -x softaffd; sleep 1; tail -n 20 /var/log/softaffd.log", timeout=30)
-        mnhost.log("softaffd log tail:\n" + log.out)
+        mnhost.log_tail(h, "softaffd log tail",
+                        "pkill -x softaffd; sleep 1; tail -n 20 /var/log/softaffd.log")
 
 
 def main():
     build = mnhost.preflight()
     t0 = time.monotonic()
-    with mnhost.Host(build_dir=build) as h:
+
+    def body(h):
         mnhost.log("image and shares: %.1fs, boot to ready: %.1fs" % (h.prepare_seconds,
                                                                       h.boot_seconds))
         check_numactl(h)
         check_softaffctl(h, os.path.abspath(build))
         check_libvirt(h, mnhost.SRC_ROOT)
         check_softaffd(h, os.path.abspath(build))
+    mnhost.with_host(body, build_dir=build)
     mnhost.log("test-topology passed in %.1fs" % (time.monotonic() - t0))
     return 0
 
