@@ -48,7 +48,10 @@ Prints a Markdown table and ratios against none and hard, writes results.json an
       bench/run-sched.py [--quick] [--seconds 30] [--rounds N] [--out DIR]
 --quick: one pattern (100/900) and short windows (to debug); a full run is about 15-20 min.
 SOFTAFF_MN_TCG_THREAD=multi runs the host with multi-threaded TCG (default single, as
-test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8)."""
+test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8). Any static-key
+toggle can end such a host (int3 oops): with it, use --configs none,hard,softaff-sched_ext
+(softaff-pin's BPF sensor attaches and detaches tracepoints), and expect some runs to die
+(docs/benchmarks.md section 14, multi-threaded TCG)."""
 
 import argparse
 import base64
