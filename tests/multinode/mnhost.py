@@ -88,12 +88,16 @@ def with_host(body, **kw):
 
 
 def log_tail(h, title, cmd):
-    """Logs cmd's output at a test's end, or the console when the host is gone: it never raises,
-    so the test's own error is the one reported."""
+    """Logs cmd's output at a test's end, or why the host is gone. It never raises, so the
+    test's own error is the one reported. Returns whether the host answered."""
     try:
         log("%s:\n%s" % (title, h.run(cmd, timeout=30).out))
+        return True
     except (HostError, OSError) as e:
-        log("the host is gone (%s); its console:\n%s" % (e, h.console_tail(80)))
+        log("the host is gone: %s" % e)
+        if not isinstance(e, HostGone):  # a HostGone's text has the console (once: _gone)
+            log("its console:\n" + h.console_tail(80))
+        return False
 
 
 class HostError(Exception):
@@ -199,6 +203,7 @@ class Host:
         self.prepare_seconds = None
         self.boot_seconds = None  # QEMU start to agent ready
         self.softaffd_started = False  # see with_host()
+        self._gone_what = None  # see _gone()
         self._buf = b""
         self._seq = 0
 
@@ -278,13 +283,16 @@ class Host:
 
     def _gone(self):
         """Why the host went: QEMU's exit status (a guest panic ends it, -no-reboot) and the
-        console's last lines. QEMU closes the agent's socket before it exits, so wait a little."""
+        console's last lines, the console only the first time (a test's error, then its log
+        tails at the end, both find the host gone). QEMU closes the agent's socket before it
+        exits, so wait a little."""
+        if self._gone_what is not None:
+            return "%s (its console is in the first report of it)" % self._gone_what
         try:
-            rc = self.proc.wait(10)
-            what = "QEMU exited with status %d" % rc
+            self._gone_what = "QEMU exited with status %d" % self.proc.wait(10)
         except subprocess.TimeoutExpired:
-            what = "QEMU still runs"
-        return "%s; console:\n%s" % (what, self.console_tail(60))
+            self._gone_what = "QEMU still runs"
+        return "%s; console:\n%s" % (self._gone_what, self.console_tail(60))
 
     def _connect(self, deadline):
         while True:

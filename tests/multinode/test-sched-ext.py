@@ -322,7 +322,7 @@ def main():
             phase_sigkill(r)
             phase_ejection(r)
         finally:
-            S.log_tails(r, h, 60, 20)
+            S.log_tails(h, 60, 20)
     mnhost.with_host(body, build_dir=build, kernel="unstable",
                      tcg_single=os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single")
     mnhost.log("test-sched-ext passed in %.1fs" % (time.monotonic() - t0))

@@ -163,7 +163,7 @@ def main():
                        "%s: A never ran away from home (%.3f s away, %d visits)" % (
                            name, away, visits))
         finally:
-            S.log_tails(r, h, 40, 10)
+            S.log_tails(h, 40, 10)
     mnhost.with_host(body, build_dir=build, kernel="unstable",
                      tcg_single=os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single")
     mnhost.log("test-sched-home passed in %.1fs" % (time.monotonic() - t0))

@@ -130,7 +130,7 @@ def main():
             mnhost.log("sensing at the end: %s" % r.status()["daemon"]["sensing"])
         finally:
             r.stop()
-            S.log_tails(r, h, 40, 10)
+            S.log_tails(h, 40, 10)
     h = mnhost.with_host(body, build_dir=build)
     mnhost.log("test-sensing (%s kernel) passed in %.1fs" % (h.kernel, time.monotonic() - t0))
     return 0
