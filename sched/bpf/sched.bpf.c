@@ -236,12 +236,30 @@ static struct sa_sched_stats *stats_of(struct task_struct *p, const struct sa_sc
     return st;
 }
 
+/* Whether a higher class holds cpu: it took the CPU from a thread of ours (cpu_release, until
+ * cpu_acquire), or the CPU is busy and runs no thread of ours. The kernel calls cpu_release
+ * only when the higher class preempts sched_ext; a fair thread that wakes on an idle CPU takes
+ * it without one. A thread sent to the own queue of such a CPU stayed there behind that fair
+ * work while another CPU went idle: in the 2-node host, 120 ms of a 150-ms wait behind a shell
+ * on A's home CPU, with the CPU the thread had come from idle. A CPU just claimed for a thread
+ * and not yet running it reads as held too; a waiter then waits in home's queue. */
 static bool cpu_held(s32 cpu)
 {
     u32 key = cpu;
     u32 *h = bpf_map_lookup_elem(&held, &key);
+    struct sa_sched_running *r;
+    const struct cpumask *idle;
+    bool is_idle;
 
-    return h && *h;
+    if (h && *h)
+        return true;
+    r = bpf_map_lookup_elem(&running, &key);
+    if (!r || r->tid)
+        return false;
+    idle = scx_bpf_get_idle_cpumask();
+    is_idle = bpf_cpumask_test_cpu(cpu, idle);
+    scx_bpf_put_idle_cpumask(idle);
+    return !is_idle;
 }
 
 /* One pass over a partition's CPUs p may use (bpf_loop callback), by mode. */

@@ -464,10 +464,70 @@ static void hog_arrives(Hog *h)
     spinner_free(x);
 }
 
+/* 4. The hog takes the soft owners' home CPU while it is idle (the kernel calls no cpu_release
+ * for that), then two soft owners of partition 1 arrive. They must take turns on partition 0,
+ * the one CPU left: a thread the other one displaced there waits in home's queue, from where
+ * partition 0 takes it back at the next turn. On the own queue of the CPU the hog holds, only
+ * the kernel's ext server would run it: once a second, for 50 ms. */
+static void hog_first_two_owners(Hog *h)
+{
+    Spinner *hog = spinner_new(0, 0, &h->only1), *x = spinner_new(0, 0, NULL),
+            *y = spinner_new(0, 0, NULL), *both[] = {x, y};
+    SaSchedCounters c0[2] = {0}, c1[2] = {0};
+    SaSchedExit ex = {0};
+    bool ejected = false;
+    double secs = 6, t0, last[2], gap[2] = {0, 0};
+    unsigned long long w[2];
+
+    sleep_ms(300);
+    if (h->s && add(h->s, x, 1, 100, 5) && add(h->s, y, 1, 100, 5)) {
+        sleep_ms(300);
+        t0 = now_s();
+        for (guint i = 0; i < 2; i++) {
+            read_counters(h->s, both[i]->tid, &c0[i]);
+            w[i] = atomic_load(&both[i]->work);
+            last[i] = t0;
+        }
+        while (now_s() - t0 < secs) {
+            sleep_ms(20);
+            for (guint i = 0; i < 2; i++) {
+                unsigned long long w1 = atomic_load(&both[i]->work);
+
+                if (w1 != w[i]) {
+                    w[i] = w1;
+                    last[i] = now_s();
+                }
+                gap[i] = MAX(gap[i], now_s() - last[i]);
+            }
+            if (!ejected && sa_sched_ejected(h->s, &ex))
+                ejected = true;
+        }
+        for (guint i = 0; i < 2; i++)
+            read_counters(h->s, both[i]->tid, &c1[i]);
+        printf("# fair hog first on home, two soft owners: %.0f / %.0f ms away, %.0f / %.0f ms at "
+               "home in %.0f s; longest stop %.3f / %.3f s\n",
+               MS(c1[0].run_ns[0] - c0[0].run_ns[0]), MS(c1[1].run_ns[0] - c0[1].run_ns[0]),
+               MS(c1[0].run_ns[1] - c0[0].run_ns[1]), MS(c1[1].run_ns[1] - c0[1].run_ns[1]), secs,
+               gap[0], gap[1]);
+        check(!ejected, "fair hog first: the scheduler is not ejected (%s)",
+              ejected ? ex.msg : "-");
+        check(MAX(gap[0], gap[1]) < 0.3,
+              "fair hog first: two soft owners take turns on the idle partition (longest stop "
+              "%.3f s)",
+              MAX(gap[0], gap[1]));
+    }
+    g_free(ex.dump);
+    hog_case_end(h, ejected, both, 2);
+    spinner_free(y);
+    spinner_free(x);
+    spinner_free(hog);
+}
+
 static void test_fair_hog(void)
 {
     Hog h = {.secs = 12.5}; /* 2.5 times the 5-s watchdog of the cases' first runs */
-    void (*cases[])(Hog *) = {hog_strict_switched_in_away, hog_soft_beside_owner, hog_arrives};
+    void (*cases[])(Hog *) = {hog_strict_switched_in_away, hog_soft_beside_owner, hog_arrives,
+                              hog_first_two_owners};
 
     CPU_ZERO(&h.only1);
     CPU_SET(n_cpus - 1, &h.only1);
