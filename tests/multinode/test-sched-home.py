@@ -69,7 +69,8 @@ class Run(S.Run):
 
     def vcpus(self):
         rows = []
-        for ln in self.sh(LOOK, timeout=60).splitlines():
+        self.last_look = self.sh(LOOK, timeout=60)
+        for ln in self.last_look.splitlines():
             f = ln.split()
             if len(f) == 6 and f[0] == "vcpu":
                 rows.append({"tid": int(f[1]), "policy": int(f[2]), "affinity": cpulist(f[3]),
@@ -89,6 +90,7 @@ def window(r, name, set_args, expect_status):
         expect(got == v,
                "%s: status shows %s=%s" % (name, k, v), json.dumps(a0))
     before = r.vcpus()
+    look0 = r.last_look
     t0 = time.monotonic()
     time.sleep(WINDOW_S)
     d1 = r.status1()
@@ -108,7 +110,8 @@ def window(r, name, set_args, expect_status):
                    name, el, home, away, visits, wait, json.dumps(s1),
                    [(x["policy"], sorted(x["affinity"])) for x in before],
                    [(x["policy"], sorted(x["affinity"])) for x in after]))
-    expect(len(before) == 2 and len(after) == 2, "%s: A's 2 vCPU threads read" % name)
+    expect(len(before) == 2 and len(after) == 2, "%s: A's 2 vCPU threads read" % name,
+           "before:\n%s\nafter:\n%s" % (look0, r.last_look))
     expect(all(x["policy"] == 7 and x["affinity"] == {0, 1} for x in before + after),
            "%s: A's vCPUs SCHED_EXT with their own set (0-1), no vCPU pinned" % name,
            str(before + after))
