@@ -80,6 +80,10 @@ def slow_sender(path, result):
             chunk = s.recv(4096)
         except BlockingIOError:
             continue
+        except ConnectionResetError:
+            # The daemon dropped us while a byte we sent after its last read was still unread
+            # (its deadline and our one-second steps can meet); its last words came before.
+            break
         got += chunk
         if not chunk:
             break
