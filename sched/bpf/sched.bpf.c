@@ -236,6 +236,16 @@ static struct sa_sched_stats *stats_of(struct task_struct *p, const struct sa_sc
     return st;
 }
 
+/* Whether cpu is in the kernel's idle mask now; the mask is left as it was (nothing claimed). */
+static bool cpu_is_idle(s32 cpu)
+{
+    const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+    bool is_idle = bpf_cpumask_test_cpu(cpu, idle);
+
+    scx_bpf_put_idle_cpumask(idle);
+    return is_idle;
+}
+
 /* Whether a higher class holds cpu: it took the CPU from a thread of ours (cpu_release, until
  * cpu_acquire), or the CPU is busy and runs no thread of ours. The kernel calls cpu_release
  * only when the higher class preempts sched_ext; a fair thread that wakes on an idle CPU takes
@@ -248,18 +258,13 @@ static bool cpu_held(s32 cpu)
     u32 key = cpu;
     u32 *h = bpf_map_lookup_elem(&held, &key);
     struct sa_sched_running *r;
-    const struct cpumask *idle;
-    bool is_idle;
 
     if (h && *h)
         return true;
     r = bpf_map_lookup_elem(&running, &key);
     if (!r || r->tid)
         return false;
-    idle = scx_bpf_get_idle_cpumask();
-    is_idle = bpf_cpumask_test_cpu(cpu, idle);
-    scx_bpf_put_idle_cpumask(idle);
-    return !is_idle;
+    return !cpu_is_idle(cpu);
 }
 
 /* One pass over a partition's CPUs p may use (bpf_loop callback), by mode. */
@@ -304,11 +309,7 @@ static long scan_cpu(u32 i, void *data)
         return 0;
     }
     if (s->kick == SCAN_PEEK_IDLE) {
-        const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-        bool is_idle = bpf_cpumask_test_cpu(cpu, idle);
-
-        scx_bpf_put_idle_cpumask(idle);
-        if (!is_idle)
+        if (!cpu_is_idle(cpu))
             return 0;
         s->found = cpu;
         return 1;
