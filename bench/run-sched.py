@@ -24,7 +24,8 @@ hold it up.
 
 Phases per configuration:
   (a) spiky: A ON/OFF at 300/2700, 100/900, 20/180 ms with B suspended: A's vCPU run time (CPU
-      seconds per second, from schedstat), ratio to none's;
+      seconds, from schedstat) per second of ON inside the window (the driver logs its edges),
+      ratio to none's;
   (b)+(c) owner / both busy: B resumed (steady spinner, the owner of node 0) while A spins: B's
       vCPU run time (its throughput) against hard's; B's run delay per timeslice, per sample
       interval (schedstat wait-ns delta / timeslices delta), p50 / p99 over the intervals and the
@@ -109,13 +110,17 @@ while :; do
 done
 """
 
-# The spiky driver: A's QEMU continued for ON seconds, stopped for OFF seconds, for good.
+# The spiky driver: A's QEMU continued for ON seconds, stopped for OFF seconds, for good. Each
+# edge goes to /tmp/spike.edges with the host's uptime ("C" continued, "S" stopped): a window
+# holds a whole number of periods only by chance, and the driver's sleeps stretch with the
+# host's load, so A's run time is set against the ON time the window really held.
 SPIKE = r"""read -r p </run/libvirt/qemu/mn-A.pid
 rm -f /tmp/spike.fifo; mkfifo /tmp/spike.fifo; exec 3<>/tmp/spike.fifo
+exec 4>/tmp/spike.edges
 trap 'kill -CONT $p; exit 0' TERM
 while :; do
-    kill -CONT $p; read -t $1 -u 3
-    kill -STOP $p; read -t $2 -u 3
+    kill -CONT $p; read -r up _ </proc/uptime; echo "C $up" >&4; read -t $1 -u 3
+    kill -STOP $p; read -r up _ </proc/uptime; echo "S $up" >&4; read -t $2 -u 3
 done
 """
 
@@ -204,6 +209,33 @@ def parse_poll(out):
     return recs
 
 
+def on_seconds(edges_text, t0, t1):
+    """The ON time (continued to stopped) the spike driver's edge log puts inside [t0, t1], and
+    the number of ON periods that overlap it."""
+    total, n, since = 0.0, 0, None
+    for line in edges_text.splitlines():
+        f = line.split()
+        if len(f) != 2 or f[0] not in ("C", "S"):
+            continue
+        t = float(f[1])
+        if f[0] == "C":
+            since = t
+        elif since is not None:
+            o = min(t, t1) - max(since, t0)
+            if o > 0:
+                total, n = total + o, n + 1
+            since = None
+    if since is not None and t1 > max(since, t0):
+        total, n = total + t1 - max(since, t0), n + 1
+    return total, n
+
+
+def spiky_run(w):
+    """A's run time per second of ON in a spiky window (per second of the window for results
+    written before the edge log)."""
+    return w["A"].get("run_per_on", w["A"]["run"])
+
+
 def analyse(recs):
     """The window's figures from the sampler's records."""
     # The sampler is killed at the window's end, maybe in the middle of a record: only records
@@ -215,7 +247,7 @@ def analyse(recs):
         raise AssertionError("too few samples in the window: %d" % len(recs))
     a, b = recs[0], recs[-1]
     secs = b[0] - a[0]
-    res = {"seconds": secs, "samples": len(recs)}
+    res = {"seconds": secs, "samples": len(recs), "span": [a[0], b[0]]}
     for vm in ("A", "B"):
         tids = [t for t, v in b[1].items() if v[0] == vm and t in a[1]]
         run = sum(b[1][t][1] - a[1][t][1] for t in tids) / 1e9 / secs
@@ -345,10 +377,16 @@ class Bench:
                 "echo $! >/tmp/spike.pid" % (on / 1000.0, off / 1000.0))
         try:
             time.sleep(2)
-            return self.window(seconds)
+            res = self.window(seconds)
         finally:
             self.sh("kill $(cat /tmp/spike.pid); sleep 0.3; "
                     "kill -CONT $(cat /run/libvirt/qemu/mn-A.pid)")
+        on_s, periods = on_seconds(self.sh("cat /tmp/spike.edges", timeout=60), *res["span"])
+        if on_s <= 0:
+            raise AssertionError("no ON time in the spiky window (edge log empty?)")
+        res["on_seconds"], res["on_periods"] = on_s, periods
+        res["A"]["run_per_on"] = res["A"]["run"] * res["seconds"] / on_s
+        return res
 
     def owner(self, seconds):
         self.sh("virsh -c qemu:///system resume mn-B >/dev/null")
@@ -408,8 +446,10 @@ class Bench:
             res["spiky"] = {}
             for on, off in pats:
                 res["spiky"]["%d/%d" % (on, off)] = self.spiky(on, off, secs)
-                log("%s spiky %d/%d: A run %.3f" % (name, on, off,
-                                                   res["spiky"]["%d/%d" % (on, off)]["A"]["run"]))
+                w = res["spiky"]["%d/%d" % (on, off)]
+                log("%s spiky %d/%d: A run %.3f per s of ON (%.2f s of ON in %d periods, %.1f "
+                    "s window)" % (name, on, off, spiky_run(w), w["on_seconds"], w["on_periods"],
+                                   w["seconds"]))
             res["owner"] = self.owner(secs)
             o = res["owner"]
             log("%s owner: B run %.3f delay p50 %.2f p99 %.2f ms; home A %.3f B %.3f" % (
@@ -492,7 +532,7 @@ def fmt(x, f="%.3f"):
 def table(results):
     by = {c["config"]: c for c in results["configs"]}
     pats = list(by["none"]["spiky"].keys())
-    head = (["config"] + ["A run %s (/none)" % p for p in pats]
+    head = (["config"] + ["A run per s of ON %s (/none)" % p for p in pats]
             + ["B run owner (/hard)", "B delay p50 / p99 ms (p99 - hard)",
                "B delay per wakeup or preemption p50 / p99 ms, n (wakeups) (p99 - hard)",
                "B delay mean ms",
@@ -507,8 +547,8 @@ def table(results):
         o = c["owner"]
         cells = [name]
         for p in pats:
-            r = c["spiky"][p]["A"]["run"]
-            cells.append("%.3f (%.3f)" % (r, r / by["none"]["spiky"][p]["A"]["run"]))
+            r = spiky_run(c["spiky"][p])
+            cells.append("%.3f (%.3f)" % (r, r / spiky_run(by["none"]["spiky"][p])))
         cells.append("%.3f (%.3f)" % (o["B"]["run"], o["B"]["run"] / hard_b["run"]))
         cells.append("%.2f / %.2f (%+.2f)" % (o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
                                              o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]))
@@ -539,7 +579,7 @@ def round_ratios(rnd):
     hard_b = by["hard"]["owner"]["B"]
     for name, c in by.items():
         o = c["owner"]
-        r = {"spiky %s" % p: c["spiky"][p]["A"]["run"] / by["none"]["spiky"][p]["A"]["run"]
+        r = {"spiky %s" % p: spiky_run(c["spiky"][p]) / spiky_run(by["none"]["spiky"][p])
              for p in c["spiky"] if p in by["none"]["spiky"]}
         r["owner run /hard"] = o["B"]["run"] / hard_b["run"]
         r["owner p99 - hard ms"] = o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]
@@ -591,9 +631,9 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--seconds", type=int, default=30, help="each measured window (full run)")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="run every config this many times, in turn (none, hard, ... again), in "
-                         "the same host; prints each round's table and the medians of the "
-                         "rounds' ratios")
+                    help="run every config this many times, in turn (none, hard, ..., then "
+                         "the reverse order), in the same host; prints each round's table and "
+                         "the medians of the rounds' ratios")
     a = ap.parse_args()
     build = os.path.abspath(os.environ.get("SOFTAFF_BUILD_DIR", "build"))
     single = os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"
@@ -609,7 +649,10 @@ def main():
         for i in range(max(a.rounds, 1)):
             rnd = {"configs": []}
             results["rounds"].append(rnd)
-            for name in a.configs.split(","):
+            # Every other round in reverse order: a drift of the shared machine's speed over
+            # the run then does not always favour the configuration measured first.
+            names = a.configs.split(",")
+            for name in names if i % 2 == 0 else names[::-1]:
                 log("round %d of %d" % (i + 1, a.rounds))
                 rnd["configs"].append(b.config(name))
                 with open(os.path.join(a.out, "results.json"), "w") as f:
