@@ -231,9 +231,8 @@ def on_seconds(edges_text, t0, t1):
 
 
 def spiky_run(w):
-    """A's run time per second of ON in a spiky window (per second of the window for results
-    written before the edge log)."""
-    return w["A"].get("run_per_on", w["A"]["run"])
+    """A's run time per second of ON in a spiky window."""
+    return w["A"]["run_per_on"]
 
 
 def analyse(recs):
@@ -381,9 +380,13 @@ class Bench:
         finally:
             self.sh("kill $(cat /tmp/spike.pid); sleep 0.3; "
                     "kill -CONT $(cat /run/libvirt/qemu/mn-A.pid)")
-        on_s, periods = on_seconds(self.sh("cat /tmp/spike.edges", timeout=60), *res["span"])
+        edges = self.sh("cat /tmp/spike.edges", timeout=60)
+        on_s, periods = on_seconds(edges, *res["span"])
         if on_s <= 0:
-            raise AssertionError("no ON time in the spiky window (edge log empty?)")
+            raise AssertionError(
+                "no ON time in the spiky window %.2f-%.2f s (uptime): /tmp/spike.edges has %d "
+                "lines, the last %r" % (res["span"][0], res["span"][1], len(edges.splitlines()),
+                                        edges.splitlines()[-1:]))
         res["on_seconds"], res["on_periods"] = on_s, periods
         res["A"]["run_per_on"] = res["A"]["run"] * res["seconds"] / on_s
         return res
