@@ -111,16 +111,21 @@ done
 """
 
 # The spiky driver: A's QEMU continued for ON seconds, stopped for OFF seconds, for good. Each
-# edge goes to /tmp/spike.edges with the host's uptime ("C" continued, "S" stopped): a window
-# holds a whole number of periods only by chance, and the driver's sleeps stretch with the
-# host's load, so A's run time is set against the ON time the window really held.
+# edge goes to /tmp/spike.edges ("C" continued, "S" stopped) with the host's uptime and the
+# wall clock (microseconds) just before and just after the kill: a window holds a whole number
+# of periods only by chance, and the driver's sleeps stretch with the host's load, so A's run
+# time is set against the ON time the window really held. That time runs from the moment the
+# CONT begins to the moment the STOP has returned: a stamp taken after the CONT would leave out
+# the time the woken vCPUs spend running before the driver gets its CPU back to stamp it.
 SPIKE = r"""read -r p </run/libvirt/qemu/mn-A.pid
 rm -f /tmp/spike.fifo; mkfifo /tmp/spike.fifo; exec 3<>/tmp/spike.fifo
 exec 4>/tmp/spike.edges
 trap 'kill -CONT $p; exit 0' TERM
 while :; do
-    kill -CONT $p; read -r up _ </proc/uptime; echo "C $up" >&4; read -t $1 -u 3
-    kill -STOP $p; read -r up _ </proc/uptime; echo "S $up" >&4; read -t $2 -u 3
+    b=$EPOCHREALTIME; kill -CONT $p; a=$EPOCHREALTIME
+    read -r up _ </proc/uptime; echo "C $up $b $a" >&4; read -t $1 -u 3
+    b=$EPOCHREALTIME; kill -STOP $p; a=$EPOCHREALTIME
+    read -r up _ </proc/uptime; echo "S $up $b $a" >&4; read -t $2 -u 3
 done
 """
 
@@ -209,16 +214,33 @@ def parse_poll(out):
     return recs
 
 
-def on_seconds(edges_text, t0, t1):
-    """The ON time (continued to stopped) the spike driver's edge log puts inside [t0, t1], and
-    the number of ON periods that overlap it."""
-    total, n, since = 0.0, 0, None
+def on_seconds(edges_text, t0, t1, bracket=True):
+    """The ON time the spike driver's edge log puts inside [t0, t1] (uptime), and the number of
+    ON periods that overlap it. An ON period runs from just before its CONT to just after its
+    STOP (bracket), or, with bracket=False, from just after its CONT to just after its STOP (the
+    stamps an edge log of uptimes alone gave). The wall-clock stamps are put on the uptime scale
+    by their median offset from the uptime read just after them (/proc/uptime has 10-ms steps:
+    half a step is added back). A log of uptimes alone ("C <uptime>") counts from its stamps."""
+    edges = []
     for line in edges_text.splitlines():
         f = line.split()
-        if len(f) != 2 or f[0] not in ("C", "S"):
+        if len(f) not in (2, 4) or f[0] not in ("C", "S"):
             continue
-        t = float(f[1])
-        if f[0] == "C":
+        try:
+            edges.append((f[0],) + tuple(float(x) for x in f[1:]))
+        except ValueError:
+            continue
+    offsets = sorted(e[1] - e[3] for e in edges if len(e) == 4)
+    off = offsets[len(offsets) // 2] + 0.005 if offsets else 0.0
+    total, n, since = 0.0, 0, None
+    for e in edges:
+        if len(e) == 2:
+            t = e[1]
+        elif e[0] == "C" and bracket:
+            t = e[2] + off
+        else:
+            t = e[3] + off
+        if e[0] == "C":
             since = t
         elif since is not None:
             o = min(t, t1) - max(since, t0)
@@ -389,6 +411,10 @@ class Bench:
                                         edges.splitlines()[-1:]))
         res["on_seconds"], res["on_periods"] = on_s, periods
         res["A"]["run_per_on"] = res["A"]["run"] * res["seconds"] / on_s
+        # The same window against the stamps after each CONT (the measure before this one).
+        on_after = on_seconds(edges, *res["span"], bracket=False)[0]
+        res["on_seconds_after"] = on_after
+        res["A"]["run_per_on_after"] = res["A"]["run"] * res["seconds"] / on_after if on_after > 0 else None
         return res
 
     def owner(self, seconds):
@@ -451,8 +477,9 @@ class Bench:
                 res["spiky"]["%d/%d" % (on, off)] = self.spiky(on, off, secs)
                 w = res["spiky"]["%d/%d" % (on, off)]
                 log("%s spiky %d/%d: A run %.3f per s of ON (%.2f s of ON in %d periods, %.1f "
-                    "s window)" % (name, on, off, spiky_run(w), w["on_seconds"], w["on_periods"],
-                                   w["seconds"]))
+                    "s window; %.3f counting ON from after each CONT)"
+                    % (name, on, off, spiky_run(w), w["on_seconds"], w["on_periods"],
+                       w["seconds"], w["A"]["run_per_on_after"] or 0.0))
             res["owner"] = self.owner(secs)
             o = res["owner"]
             log("%s owner: B run %.3f delay p50 %.2f p99 %.2f ms; home A %.3f B %.3f" % (
