@@ -16,7 +16,9 @@ node 0). Both are booted first and measured only once all three vCPUs spin; then
 The spiky load: A's guest spins all the time, so its demand is switched from the host by stopping
 and continuing its whole QEMU process (SIGSTOP / SIGCONT: a stopped process has no runnable
 thread, so A's vCPUs are exactly idle while OFF and exactly busy while ON). The driver is one bash
-loop of builtins (kill, read -t on a FIFO as the sleep), no process per edge, on CPU 1 (A's home).
+loop of builtins (kill, read -t on a FIFO as the sleep), no process per edge, on CPU 1 (A's home),
+at a real-time priority (SCHED_FIFO) in every configuration, so that the pattern is the same in
+all of them. Its edge log times each ON period from just before its CONT to just after its STOP.
 This needs nothing inside the guest (no load generator, no agent), and 20/180 ms is within a shell
 loop's timing; virsh suspend/resume would cost tens to hundreds of ms of CPU per edge under TCG.
 softaffd reads vCPU times from /proc and pins without QEMU's monitor, so a stopped QEMU does not
@@ -25,7 +27,8 @@ hold it up.
 Phases per configuration:
   (a) spiky: A ON/OFF at 300/2700, 100/900, 20/180 ms with B suspended: A's vCPU run time (CPU
       seconds, from schedstat) per second of ON inside the window (the driver logs its edges),
-      ratio to none's;
+      ratio to none's; results.json also keeps it against ON counted from after each CONT
+      (run_per_on_after, the measure before 2026-12-07 22:00 UTC);
   (b)+(c) owner / both busy: B resumed (steady spinner, the owner of node 0) while A spins: B's
       vCPU run time (its throughput) against hard's; B's run delay per timeslice, per sample
       interval (schedstat wait-ns delta / timeslices delta), p50 / p99 over the intervals and the
