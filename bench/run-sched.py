@@ -223,32 +223,29 @@ def parse_poll(out):
 
 
 def on_seconds(edges_text, t0, t1, bracket=True):
-    """The ON time the spike driver's edge log puts inside [t0, t1] (uptime), and the number of
-    ON periods that overlap it. An ON period runs from just before its CONT to just after its
-    STOP (bracket), or, with bracket=False, from just after its CONT to just after its STOP (the
-    stamps an edge log of uptimes alone gave). The wall-clock stamps are put on the uptime scale
-    by their median offset from the uptime read just after them (/proc/uptime has 10-ms steps:
-    half a step is added back). A log of uptimes alone ("C <uptime>") counts from its stamps."""
+    """The ON time the spike driver's edge log ("C|S <uptime> <wall before> <wall after>") puts
+    inside [t0, t1] (uptime), and the number of ON periods that overlap it. An ON period runs
+    from just before its CONT to just after its STOP (bracket), or, with bracket=False, from just
+    after its CONT to just after its STOP (the measure before). The wall-clock stamps are put on
+    the uptime scale by their median offset from the uptime read just after them (/proc/uptime
+    has 10-ms steps: half a step is added back). A line cut off by the driver's end is skipped."""
     edges = []
     for line in edges_text.splitlines():
         f = line.split()
-        if len(f) not in (2, 4) or f[0] not in ("C", "S"):
+        if len(f) != 4 or f[0] not in ("C", "S"):
             continue
         try:
-            edges.append((f[0],) + tuple(float(x) for x in f[1:]))
+            edges.append((f[0], float(f[1]), float(f[2]), float(f[3])))
         except ValueError:
             continue
-    offsets = sorted(e[1] - e[3] for e in edges if len(e) == 4)
-    off = offsets[len(offsets) // 2] + 0.005 if offsets else 0.0
+    if not edges:
+        return 0.0, 0
+    offsets = sorted(up - after for _, up, _, after in edges)
+    off = offsets[len(offsets) // 2] + 0.005
     total, n, since = 0.0, 0, None
-    for e in edges:
-        if len(e) == 2:
-            t = e[1]
-        elif e[0] == "C" and bracket:
-            t = e[2] + off
-        else:
-            t = e[3] + off
-        if e[0] == "C":
+    for kind, _, before, after in edges:
+        t = (before if kind == "C" and bracket else after) + off
+        if kind == "C":
             since = t
         elif since is not None:
             o = min(t, t1) - max(since, t0)
