@@ -670,6 +670,12 @@ def main():
                          "the reverse order), in the same host; prints each round's table and "
                          "the medians of the rounds' ratios")
     a = ap.parse_args()
+    names = a.configs.split(",")
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown or "none" not in names or "hard" not in names or len(set(names)) != len(names):
+        ap.error("--configs %r: each of %s at most once, with none and hard among them (every "
+                 "ratio is against them)%s" % (a.configs, ", ".join(CONFIGS),
+                                              "; unknown: " + ", ".join(unknown) if unknown else ""))
     build = os.path.abspath(os.environ.get("SOFTAFF_BUILD_DIR", "build"))
     single = os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"
     t0 = time.monotonic()
@@ -686,9 +692,8 @@ def main():
             results["rounds"].append(rnd)
             # Every other round in reverse order: a drift of the shared machine's speed over
             # the run then does not always favour the configuration measured first.
-            names = a.configs.split(",")
+            log("round %d of %d" % (i + 1, a.rounds))
             for name in names if i % 2 == 0 else names[::-1]:
-                log("round %d of %d" % (i + 1, a.rounds))
                 rnd["configs"].append(b.config(name))
                 with open(os.path.join(a.out, "results.json"), "w") as f:
                     json.dump(results, f, indent=1)
