@@ -51,6 +51,8 @@ Prints a Markdown table and ratios against none and hard, writes results.json an
   SOFTAFF_BUILD_DIR=build SOFTAFF_MN_NO_BUILD=1 flock /run/softaff-nested.lock \\
       bench/run-sched.py [--quick] [--seconds 30] [--rounds N] [--out DIR]
 --quick: one pattern (100/900) and short windows (to debug); a full run is about 15-20 min.
+--seconds is at least 3 (the slowest pattern's period) and --rounds at least 1; both are checked,
+with --configs and the build, before the host boots.
 SOFTAFF_MN_TCG_THREAD=multi runs the host with multi-threaded TCG (default single, as
 test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8). Any static-key
 toggle can end such a host (int3 oops): with it, use --configs none,hard,softaff-sched_ext
@@ -676,7 +678,19 @@ def main():
         ap.error("--configs %r: each of %s at most once, with none and hard among them (every "
                  "ratio is against them)%s" % (a.configs, ", ".join(CONFIGS),
                                               "; unknown: " + ", ".join(unknown) if unknown else ""))
+    # A window holds at least one whole period of the slowest pattern, so every window has ON.
+    longest = max(on + off for on, off in PATTERNS) / 1000
+    if a.seconds < longest:
+        ap.error("--seconds %d: each window must be at least %g s (the %d/%d pattern's period)"
+                 % ((a.seconds, longest) + max(PATTERNS, key=sum)))
+    if a.rounds < 1:
+        ap.error("--rounds %d: at least one round" % a.rounds)
     build = os.path.abspath(os.environ.get("SOFTAFF_BUILD_DIR", "build"))
+    lacking = [p for p in ("softaffd", "ctl/softaffctl")
+               if not os.access(os.path.join(build, p), os.X_OK)]
+    if lacking:
+        ap.error("SOFTAFF_BUILD_DIR %s: no %s (build first: meson setup build && ninja -C build)"
+                 % (build, " or ".join(lacking)))
     single = os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"
     t0 = time.monotonic()
     results = {"quick": a.quick, "seconds": 12 if a.quick else a.seconds, "tcg_single": single,
@@ -687,7 +701,7 @@ def main():
         results["uname"] = h.check("uname -r").strip()
         results["sched_ext_state"] = h.check("cat /sys/kernel/sched_ext/state").strip()
         b.setup()
-        for i in range(max(a.rounds, 1)):
+        for i in range(a.rounds):
             rnd = {"configs": []}
             results["rounds"].append(rnd)
             # Every other round in reverse order: a drift of the shared machine's speed over

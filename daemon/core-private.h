@@ -218,6 +218,7 @@ struct SaCore {
     guint event_tick_timer; /* an extra tick deferred by the rate limit */
     guint64 event_ticks;    /* extra ticks the events ran */
     guint64 sense_events;   /* events read */
+    guint64 owners_reads;   /* reads of events that held an owners' sign */
     gint64 event_gap_us;    /* least time from a tick to an event tick (SA_EVENT_TICK_MIN_US..) */
     GHashTable *owner_tids; /* vCPU thread ids of the VMs homed where visitors may run: their
                                waits tick at the shortest gap (a tenant, not host noise) */

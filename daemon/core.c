@@ -212,6 +212,7 @@ static gboolean on_sense_events(gint fd, GIOCondition condition, gpointer data)
     core->sense_events += n;
     for (guint i = 0; i < n; i++)
         sign |= owners_sign(core, &ev[i]);
+    core->owners_reads += sign;
     /* The first sign in a tick interval ticks at the shortest gap (and once more after it);
      * signs that come on like a clock within one interval double the gap like any event. */
     if (sign && now - core->owners_event_us >= (gint64)core->cfg->interval_ms * 1000) {
