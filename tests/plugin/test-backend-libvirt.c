@@ -1061,7 +1061,10 @@ static void test_sync_forgets(Fixture *f, gconstpointer data)
 }
 
 /* A domain stopped while a sync lists is forgotten and stays so, whether the listing saw it
- * or not; one started meanwhile is discovered and not forgotten by the sync. */
+ * or not; one started meanwhile is discovered and not forgotten by the sync. The stop's event
+ * always forgets it. When the listing ran after the stop and was applied before that event was
+ * dispatched, the listing forgot it first (no longer running; seen in CI under ASan): the core
+ * takes a second forget of a VM it no longer knows as nothing. */
 static void test_sync_events_meanwhile(Fixture *f, gconstpointer data)
 {
     connect_backend(f);
@@ -1073,13 +1076,17 @@ static void test_sync_events_meanwhile(Fixture *f, gconstpointer data)
     g_assert_cmpint(virDomainCreate(off), ==, 0);
     wait_connected(f->lv);
     run_events();
-    g_assert_cmpuint(fake.forgotten->len, ==, 1);
-    g_assert_cmpstr(g_ptr_array_index(fake.forgotten, 0), ==, WEB_UUID ": stopped");
+    guint forgets = fake.forgotten->len;
+    g_assert_cmpuint(forgets, >=, 1);
+    g_assert_cmpuint(forgets, <=, 2);
+    if (forgets == 2)
+        g_assert_cmpstr(g_ptr_array_index(fake.forgotten, 0), ==, WEB_UUID ": no longer running");
+    g_assert_cmpstr(g_ptr_array_index(fake.forgotten, forgets - 1), ==, WEB_UUID ": stopped");
     guint web_seen = count_discovered(WEB_UUID);
     g_assert_cmpuint(count_discovered(OFF_UUID), >=, 1);
     sync_now(f->lv);
     g_assert_cmpuint(count_discovered(WEB_UUID), ==, web_seen);
-    g_assert_cmpuint(fake.forgotten->len, ==, 1);
+    g_assert_cmpuint(fake.forgotten->len, ==, forgets);
 }
 
 /* Tunable events (the test driver sends none for pins: the callback's logic is called as the
