@@ -50,9 +50,14 @@ Prints a Markdown table and ratios against none and hard, writes results.json an
 --out. Root, SOFTAFF_BUILD_DIR with softaffd and softaffctl, the host image cached.
   SOFTAFF_BUILD_DIR=build SOFTAFF_MN_NO_BUILD=1 flock /run/softaff-nested.lock \\
       bench/run-sched.py [--quick] [--seconds 30] [--rounds N] [--out DIR]
---quick: one pattern (100/900) and short windows (to debug); a full run is about 15-20 min.
---seconds is at least 3 (the slowest pattern's period) and --rounds at least 1; both are checked,
-with --configs and the build, before the host boots.
+          [--configs none,hard,...] [--patterns 300/2700,...] [--no-owner]
+--quick: one pattern (100/900) and 12-s windows (to debug); a full run is about 15-20 min.
+--patterns runs only the spiky patterns named; --no-owner leaves out the owner phase (hard is then
+not needed in --configs). With both, one pattern can be measured in many short rounds of
+alternating order, none beside one configuration, so that the shared machine's drift over
+minutes falls on both alike.
+--seconds is at least the slowest pattern's period and --rounds at least 1; both are checked,
+with --configs, --patterns and the build, before the host boots.
 SOFTAFF_MN_TCG_THREAD=multi runs the host with multi-threaded TCG (default single, as
 test-sched-ext.py: enabling sched_ext under multi-threaded TCG oopsed 2 runs in 8). Any static-key
 toggle can end such a host (int3 oops): with it, use --configs none,hard,softaff-sched_ext
@@ -311,8 +316,9 @@ def analyse(recs):
 
 
 class Bench:
-    def __init__(self, h, build, quick, seconds):
+    def __init__(self, h, build, quick, seconds, patterns, owner=True):
         self.h, self.build, self.quick, self.seconds = h, build, quick, seconds
+        self.patterns, self.with_owner = patterns, owner
         self.ctl = build + "/ctl/softaffctl"
         self.sd = None
         self.kernel = None
@@ -478,20 +484,20 @@ class Bench:
         t0 = time.monotonic()
         try:
             secs = 12 if self.quick else self.seconds
-            pats = ((100, 900),) if self.quick else PATTERNS
             res["spiky"] = {}
-            for on, off in pats:
+            for on, off in self.patterns:
                 res["spiky"]["%d/%d" % (on, off)] = self.spiky(on, off, secs)
                 w = res["spiky"]["%d/%d" % (on, off)]
                 log("%s spiky %d/%d: A run %.3f per s of ON (%.2f s of ON in %d periods, %.1f "
                     "s window; %.3f counting ON from after each CONT)"
                     % (name, on, off, spiky_run(w), w["on_seconds"], w["on_periods"],
                        w["seconds"], w["A"]["run_per_on_after"] or 0.0))
-            res["owner"] = self.owner(secs)
-            o = res["owner"]
-            log("%s owner: B run %.3f delay p50 %.2f p99 %.2f ms; home A %.3f B %.3f" % (
-                name, o["B"]["run"], o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
-                o["A"]["home_share_sampled"], o["B"]["home_share_sampled"]))
+            if self.with_owner:
+                res["owner"] = self.owner(secs)
+                o = res["owner"]
+                log("%s owner: B run %.3f delay p50 %.2f p99 %.2f ms; home A %.3f B %.3f" % (
+                    name, o["B"]["run"], o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
+                    o["A"]["home_share_sampled"], o["B"]["home_share_sampled"]))
             if self.sd:
                 res["log_tail"] = self.h.run("tail -n 15 /var/log/softaffd.log", timeout=30).out
         finally:
@@ -526,8 +532,13 @@ def sched_home_share(w, vm):
         return None
 
 
+def windows(c):
+    """A configuration's measured windows: the spiky ones, and the owner's if it ran."""
+    return list(c["spiky"].values()) + ([c["owner"]] if "owner" in c else [])
+
+
 def changes_per_10s(c, vm):
-    ws = list(c["spiky"].values()) + [c["owner"]]
+    ws = windows(c)
     n = sum(w[vm]["changes"] for w in ws)
     s = sum(w["seconds"] for w in ws)
     return 10.0 * n / s
@@ -535,7 +546,7 @@ def changes_per_10s(c, vm):
 
 def status_changes(c, vm):
     n, s = 0, 0.0
-    for w in list(c["spiky"].values()) + [c["owner"]]:
+    for w in windows(c):
         try:
             n += (w["status"]["end"]["mn-" + vm]["changes"]
                   - w["status"]["start"]["mn-" + vm]["changes"])
@@ -546,7 +557,7 @@ def status_changes(c, vm):
 
 
 def softaffd_cpu(c):
-    ws = [w for w in list(c["spiky"].values()) + [c["owner"]] if "softaffd_cpu" in w]
+    ws = [w for w in windows(c) if "softaffd_cpu" in w]
     if not ws:
         return None
     return sum(w["softaffd_cpu"] * w["seconds"] for w in ws) / sum(w["seconds"] for w in ws)
@@ -569,35 +580,25 @@ def fmt(x, f="%.3f"):
 def table(results):
     by = {c["config"]: c for c in results["configs"]}
     pats = list(by["none"]["spiky"].keys())
+    # The owner phase's columns when it ran (not with --no-owner), against hard's.
+    owner = "hard" in by and "owner" in by["hard"]
     head = (["config"] + ["A run per s of ON %s (/none)" % p for p in pats]
-            + ["B run owner (/hard)", "B delay p50 / p99 ms (p99 - hard)",
-               "B delay per wakeup or preemption p50 / p99 ms, n (wakeups) (p99 - hard)",
-               "B delay mean ms",
-               "home A / B (sampled)", "home A / B (scheduler)",
-               "changes/VM/10 s A / B (sampled)", "changes/10 s A / B (status)", "softaffd CPU"])
+            + (["B run owner (/hard)", "B delay p50 / p99 ms (p99 - hard)",
+                "B delay per wakeup or preemption p50 / p99 ms, n (wakeups) (p99 - hard)",
+                "B delay mean ms",
+                "home A / B (sampled)", "home A / B (scheduler)"] if owner else [])
+            + ["changes/VM/10 s A / B (sampled)", "changes/10 s A / B (status)", "softaffd CPU"])
     rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    hard_b = by["hard"]["owner"]["B"]
     for name in CONFIGS:
         c = by.get(name)
         if not c:
             continue
-        o = c["owner"]
         cells = [name]
         for p in pats:
             r = spiky_run(c["spiky"][p])
             cells.append("%.3f (%.3f)" % (r, r / spiky_run(by["none"]["spiky"][p])))
-        cells.append("%.3f (%.3f)" % (o["B"]["run"], o["B"]["run"] / hard_b["run"]))
-        cells.append("%.2f / %.2f (%+.2f)" % (o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
-                                             o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]))
-        w, hw = wakeup(o), wakeup(by["hard"]["owner"])
-        cells.append("-" if w is None or hw is None else "%.2f / %.2f, %d (%d) (%+.2f)" % (
-            w["p50_ms"], w["p99_ms"], w["n"], w["wakeups"], w["p99_ms"] - hw["p99_ms"]))
-        cells.append("%.2f" % o["B"]["delay_mean_ms"])
-        cells.append("%.1f%% / %.1f%%" % (100 * o["A"]["home_share_sampled"],
-                                          100 * o["B"]["home_share_sampled"]))
-        sa, sb = sched_home_share(o, "A"), sched_home_share(o, "B")
-        cells.append("-" if sa is None else "%.1f%% / %s" % (
-            100 * sa, "-" if sb is None else "%.1f%%" % (100 * sb)))
+        if owner:
+            cells += owner_cells(c["owner"], by["hard"]["owner"])
         cells.append("%.2f / %.2f" % (changes_per_10s(c, "A"), changes_per_10s(c, "B")))
         ca, cb = status_changes(c, "A"), status_changes(c, "B")
         cells.append("-" if ca is None else "%.2f / %.2f" % (ca, cb))
@@ -607,24 +608,45 @@ def table(results):
     return "\n".join(rows)
 
 
+def owner_cells(o, hard):
+    """The owner phase's table cells for one configuration, against hard's owner phase."""
+    hard_b = hard["B"]
+    cells = []
+    cells.append("%.3f (%.3f)" % (o["B"]["run"], o["B"]["run"] / hard_b["run"]))
+    cells.append("%.2f / %.2f (%+.2f)" % (o["B"]["delay_p50_ms"], o["B"]["delay_p99_ms"],
+                                         o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]))
+    w, hw = wakeup(o), wakeup(hard)
+    cells.append("-" if w is None or hw is None else "%.2f / %.2f, %d (%d) (%+.2f)" % (
+        w["p50_ms"], w["p99_ms"], w["n"], w["wakeups"], w["p99_ms"] - hw["p99_ms"]))
+    cells.append("%.2f" % o["B"]["delay_mean_ms"])
+    cells.append("%.1f%% / %.1f%%" % (100 * o["A"]["home_share_sampled"],
+                                      100 * o["B"]["home_share_sampled"]))
+    sa, sb = sched_home_share(o, "A"), sched_home_share(o, "B")
+    cells.append("-" if sa is None else "%.1f%% / %s" % (
+        100 * sa, "-" if sb is None else "%.1f%%" % (100 * sb)))
+    return cells
+
+
 def round_ratios(rnd):
     """One round's figures against none and hard of that same round, per config."""
     by = {c["config"]: c for c in rnd["configs"]}
     out = {}
-    if "none" not in by or "hard" not in by:
+    if "none" not in by:
         return out
-    hard_b = by["hard"]["owner"]["B"]
+    hard = by["hard"].get("owner") if "hard" in by else None
     for name, c in by.items():
-        o = c["owner"]
         r = {"spiky %s" % p: spiky_run(c["spiky"][p]) / spiky_run(by["none"]["spiky"][p])
              for p in c["spiky"] if p in by["none"]["spiky"]}
-        r["owner run /hard"] = o["B"]["run"] / hard_b["run"]
-        r["owner p99 - hard ms"] = o["B"]["delay_p99_ms"] - hard_b["delay_p99_ms"]
-        w, hw = wakeup(o), wakeup(by["hard"]["owner"])
-        if w is not None and hw is not None:
-            r["owner p99 per wakeup or preemption - hard ms"] = w["p99_ms"] - hw["p99_ms"]
-        sa = sched_home_share(o, "A")
-        r["home A"] = sa if sa is not None else o["A"]["home_share_sampled"]
+        o = c.get("owner")
+        if o and hard:
+            r["owner run /hard"] = o["B"]["run"] / hard["B"]["run"]
+            r["owner p99 - hard ms"] = o["B"]["delay_p99_ms"] - hard["B"]["delay_p99_ms"]
+            w, hw = wakeup(o), wakeup(hard)
+            if w is not None and hw is not None:
+                r["owner p99 per wakeup or preemption - hard ms"] = w["p99_ms"] - hw["p99_ms"]
+        if o:
+            sa = sched_home_share(o, "A")
+            r["home A"] = sa if sa is not None else o["A"]["home_share_sampled"]
         r["changes A /10 s"] = changes_per_10s(c, "A")
         cpu = softaffd_cpu(c)
         if cpu is not None:
@@ -667,6 +689,12 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--seconds", type=int, default=30, help="each measured window (full run)")
+    ap.add_argument("--patterns",
+                    help="the spiky patterns to run, ON/OFF in ms, comma-separated (default: all "
+                         "of %s; --quick: 100/900)" % ", ".join("%d/%d" % p for p in PATTERNS))
+    ap.add_argument("--no-owner", action="store_true",
+                    help="leave out the owner phase (B resumed beside A): spiky windows only, "
+                         "so more rounds fit; hard is then not needed")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every config this many times, in turn (none, hard, ..., then "
                          "the reverse order), in the same host; prints each round's table and "
@@ -674,15 +702,27 @@ def main():
     a = ap.parse_args()
     names = a.configs.split(",")
     unknown = [n for n in names if n not in CONFIGS]
-    if unknown or "none" not in names or "hard" not in names or len(set(names)) != len(names):
-        ap.error("--configs %r: each of %s at most once, with none and hard among them (every "
-                 "ratio is against them)%s" % (a.configs, ", ".join(CONFIGS),
-                                              "; unknown: " + ", ".join(unknown) if unknown else ""))
+    need = ("none",) if a.no_owner else ("none", "hard")
+    if unknown or any(n not in names for n in need) or len(set(names)) != len(names):
+        ap.error("--configs %r: each of %s at most once, with %s among them (every ratio is "
+                 "against %s)%s" % (a.configs, ", ".join(CONFIGS), " and ".join(need),
+                                    "it" if a.no_owner else "them",
+                                    "; unknown: " + ", ".join(unknown) if unknown else ""))
+    known = {"%d/%d" % p: p for p in PATTERNS}
+    if a.patterns is None:
+        patterns = ((100, 900),) if a.quick else PATTERNS
+    else:
+        asked = a.patterns.split(",")
+        bad = [p for p in asked if p not in known]
+        if bad or not asked or len(set(asked)) != len(asked):
+            ap.error("--patterns %r: each of %s at most once%s" % (
+                a.patterns, ", ".join(known), "; unknown: " + ", ".join(bad) if bad else ""))
+        patterns = tuple(known[p] for p in asked)
     # A window holds at least one whole period of the slowest pattern, so every window has ON.
-    longest = max(on + off for on, off in PATTERNS) / 1000
-    if a.seconds < longest:
+    slowest = max(patterns, key=sum)
+    if not a.quick and a.seconds < sum(slowest) / 1000:
         ap.error("--seconds %d: each window must be at least %g s (the %d/%d pattern's period)"
-                 % ((a.seconds, longest) + max(PATTERNS, key=sum)))
+                 % ((a.seconds, sum(slowest) / 1000) + slowest))
     if a.rounds < 1:
         ap.error("--rounds %d: at least one round" % a.rounds)
     build = os.path.abspath(os.environ.get("SOFTAFF_BUILD_DIR", "build"))
@@ -694,10 +734,11 @@ def main():
     single = os.environ.get("SOFTAFF_MN_TCG_THREAD", "single") == "single"
     t0 = time.monotonic()
     results = {"quick": a.quick, "seconds": 12 if a.quick else a.seconds, "tcg_single": single,
+               "patterns": ["%d/%d" % p for p in patterns], "owner": not a.no_owner,
                "rounds": []}
     os.makedirs(a.out, exist_ok=True)
     with mnhost.Host(build_dir=build, kernel="unstable", tcg_single=single) as h:
-        b = Bench(h, build, a.quick, a.seconds)
+        b = Bench(h, build, a.quick, a.seconds, patterns, owner=not a.no_owner)
         results["uname"] = h.check("uname -r").strip()
         results["sched_ext_state"] = h.check("cat /sys/kernel/sched_ext/state").strip()
         b.setup()
